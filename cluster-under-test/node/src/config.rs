@@ -1,0 +1,576 @@
+//! The node's configuration: a `server.properties` file with Kafka's property names and defaults.
+//!
+//! Every key the node understands is listed once in [`KEYS`] with its type and Kafka's default.
+//! A key not in the table, a value of the wrong type or out of range, and a required key left
+//! unset are errors that name the key (and the line it came from), never silently ignored:
+//! a misspelt `min.insync.replicas` must not quietly run a test with the default of 1.
+//!
+//! Keys that later parts of the cluster will honour (replication, KRaft, transactions) are
+//! already accepted so that lab configuration files do not change as features land; the doc
+//! of each says whether this node honours it yet.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line is neither a comment nor `key=value`.
+    #[error("line {line}: expected `key=value`, found {text:?}")]
+    Syntax {
+        /// 1-based line number.
+        line: usize,
+        /// The offending text.
+        text: String,
+    },
+    /// A key that Kafka (or this node) does not know.
+    #[error("line {line}: unknown configuration key `{key}`")]
+    UnknownKey {
+        /// 1-based line number (0 for overrides given on the command line).
+        line: usize,
+        /// The key.
+        key: String,
+    },
+    /// A value that does not parse or is out of range for its key.
+    #[error("line {line}: invalid value {value:?} for `{key}`: {reason}")]
+    InvalidValue {
+        /// 1-based line number (0 for overrides given on the command line).
+        line: usize,
+        /// The key.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A key without a default was not set.
+    #[error("missing required configuration key `{key}`")]
+    Missing {
+        /// The key.
+        key: &'static str,
+    },
+}
+
+/// The type of a configuration value, as Kafka's `ConfigDef` types them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A 32-bit integer.
+    Int,
+    /// A 64-bit integer.
+    Long,
+    /// `true` or `false`.
+    Bool,
+    /// Free text.
+    Str,
+    /// A comma-separated list.
+    List,
+}
+
+/// One configuration key the node understands.
+#[derive(Debug)]
+pub struct KeySpec {
+    /// Kafka's property name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// Kafka's default, as it would be written in the file; `None` means the key is required
+    /// or has no value by default (see [`KeySpec::required`]).
+    pub default: Option<&'static str>,
+    /// Whether loading fails when the key is not set.
+    pub required: bool,
+    /// Smallest accepted value for numeric kinds.
+    pub min: i64,
+}
+
+const fn key(name: &'static str, kind: Kind, default: &'static str) -> KeySpec {
+    KeySpec {
+        name,
+        kind,
+        default: Some(default),
+        required: false,
+        min: i64::MIN,
+    }
+}
+
+const fn key_min(name: &'static str, kind: Kind, default: &'static str, min: i64) -> KeySpec {
+    KeySpec {
+        name,
+        kind,
+        default: Some(default),
+        required: false,
+        min,
+    }
+}
+
+const fn optional(name: &'static str, kind: Kind) -> KeySpec {
+    KeySpec {
+        name,
+        kind,
+        default: None,
+        required: false,
+        min: i64::MIN,
+    }
+}
+
+const fn required(name: &'static str, kind: Kind) -> KeySpec {
+    KeySpec {
+        name,
+        kind,
+        default: None,
+        required: true,
+        min: i64::MIN,
+    }
+}
+
+/// `Long.MAX_VALUE`, Kafka's "never" for the flush settings.
+const LONG_MAX: &str = "9223372036854775807";
+
+/// Every key the node accepts, with Kafka 4.x defaults.
+pub static KEYS: &[KeySpec] = &[
+    // Identity and roles.
+    required("node.id", Kind::Int),
+    required("process.roles", Kind::List),
+    optional("controller.quorum.voters", Kind::List),
+    optional("controller.quorum.bootstrap.servers", Kind::List),
+    optional("controller.listener.names", Kind::List),
+    // Listeners.
+    key("listeners", Kind::List, "PLAINTEXT://:9092"),
+    optional("advertised.listeners", Kind::List),
+    optional("listener.security.protocol.map", Kind::List),
+    optional("inter.broker.listener.name", Kind::Str),
+    key_min("socket.request.max.bytes", Kind::Int, "104857600", 1),
+    key_min("num.network.threads", Kind::Int, "3", 1),
+    key_min("num.io.threads", Kind::Int, "8", 1),
+    // Storage.
+    key("log.dir", Kind::Str, "/tmp/kafka-logs"),
+    optional("log.dirs", Kind::List),
+    optional("metadata.log.dir", Kind::Str),
+    key_min("log.segment.bytes", Kind::Int, "1073741824", 14),
+    key_min("log.index.interval.bytes", Kind::Int, "4096", 0),
+    key_min("log.index.size.max.bytes", Kind::Int, "10485760", 4),
+    key_min("log.flush.interval.messages", Kind::Long, LONG_MAX, 1),
+    optional("log.flush.interval.ms", Kind::Long),
+    key_min("log.flush.scheduler.interval.ms", Kind::Long, LONG_MAX, 0),
+    key_min(
+        "log.flush.offset.checkpoint.interval.ms",
+        Kind::Int,
+        "60000",
+        0,
+    ),
+    key_min("log.retention.hours", Kind::Int, "168", -1),
+    key("log.retention.bytes", Kind::Long, "-1"),
+    key_min("message.max.bytes", Kind::Int, "1048588", 0),
+    key_min("num.recovery.threads.per.data.dir", Kind::Int, "2", 1),
+    // Topics.
+    key_min("num.partitions", Kind::Int, "1", 1),
+    key_min("default.replication.factor", Kind::Int, "1", 1),
+    key_min("min.insync.replicas", Kind::Int, "1", 1),
+    key("unclean.leader.election.enable", Kind::Bool, "false"),
+    key("auto.create.topics.enable", Kind::Bool, "true"),
+    // Replication.
+    key_min("replica.lag.time.max.ms", Kind::Long, "30000", 0),
+    key_min("replica.fetch.wait.max.ms", Kind::Int, "500", 0),
+    key_min("replica.fetch.min.bytes", Kind::Int, "1", 1),
+    key_min("replica.fetch.max.bytes", Kind::Int, "1048576", 0),
+    key_min("replica.socket.timeout.ms", Kind::Int, "30000", 0),
+    key_min(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Kind::Long,
+        "5000",
+        1,
+    ),
+    // KRaft.
+    key_min(
+        "controller.quorum.election.timeout.ms",
+        Kind::Int,
+        "1000",
+        1,
+    ),
+    key_min("controller.quorum.fetch.timeout.ms", Kind::Int, "2000", 1),
+    key_min(
+        "controller.quorum.election.backoff.max.ms",
+        Kind::Int,
+        "1000",
+        1,
+    ),
+    key_min("controller.quorum.append.linger.ms", Kind::Int, "25", 0),
+    key_min("controller.quorum.request.timeout.ms", Kind::Int, "2000", 1),
+    key_min("controller.quorum.retry.backoff.ms", Kind::Int, "20", 0),
+    key_min("broker.heartbeat.interval.ms", Kind::Int, "2000", 1),
+    key_min("broker.session.timeout.ms", Kind::Int, "9000", 1),
+    // Groups and transactions.
+    key_min("offsets.topic.replication.factor", Kind::Int, "3", 1),
+    key_min("offsets.topic.num.partitions", Kind::Int, "50", 1),
+    key_min(
+        "transaction.state.log.replication.factor",
+        Kind::Int,
+        "3",
+        1,
+    ),
+    key_min("transaction.state.log.min.isr", Kind::Int, "2", 1),
+    key_min("transaction.state.log.num.partitions", Kind::Int, "50", 1),
+    key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
+];
+
+/// A loaded, validated node configuration.
+///
+/// The typed fields are the settings this node honours today; [`Config::raw`] keeps every
+/// resolved value (including defaults) so it can be logged and shown to users.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `node.id`.
+    pub node_id: i32,
+    /// `process.roles`.
+    pub process_roles: Vec<String>,
+    /// The address to listen on, from the first entry of `listeners`.
+    pub listen_address: SocketAddr,
+    /// The host and port given to clients in Metadata, from `advertised.listeners` or the
+    /// listener itself.
+    pub advertised_host: String,
+    /// See [`Config::advertised_host`].
+    pub advertised_port: u16,
+    /// `log.dirs`, or `log.dir` when unset. The first entry holds this node's data.
+    pub log_dirs: Vec<PathBuf>,
+    /// `socket.request.max.bytes`: a larger request closes the connection.
+    pub socket_request_max_bytes: usize,
+    /// `log.segment.bytes`.
+    pub log_segment_bytes: u64,
+    /// `log.index.interval.bytes`.
+    pub log_index_interval_bytes: u64,
+    /// `log.flush.interval.messages` (`i64::MAX` = never).
+    pub log_flush_interval_messages: u64,
+    /// `log.flush.interval.ms` (`None` = never, Kafka's default).
+    pub log_flush_interval_ms: Option<u64>,
+    /// `log.flush.scheduler.interval.ms`: how often the flusher looks at the logs.
+    pub log_flush_scheduler_interval_ms: u64,
+    /// `log.flush.offset.checkpoint.interval.ms`: how often recovery points are checkpointed.
+    pub log_flush_offset_checkpoint_interval_ms: u64,
+    /// `message.max.bytes`.
+    pub message_max_bytes: usize,
+    /// `num.partitions`: partitions of an auto-created topic or a CreateTopics with -1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `min.insync.replicas`.
+    pub min_insync_replicas: i32,
+    /// `unclean.leader.election.enable`.
+    pub unclean_leader_election_enable: bool,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// Every key with its resolved value, defaults included.
+    pub raw: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// Loads a `server.properties` file, then applies `overrides` (`key=value`, as given with
+    /// `--override` on the command line; they report line 0).
+    ///
+    /// # Errors
+    /// Any [`ConfigError`]: unreadable file, bad syntax, unknown key, invalid or missing value.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, overrides)
+    }
+
+    /// Parses the text of a properties file; see [`Config::load`].
+    ///
+    /// # Errors
+    /// As [`Config::load`], except for reading.
+    pub fn parse(text: &str, overrides: &[String]) -> Result<Config, ConfigError> {
+        let mut set: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        for (index, line) in text.lines().enumerate() {
+            if let Some((key, value)) = parse_line(index + 1, line)? {
+                set.insert(key, (index + 1, value));
+            }
+        }
+        for text in overrides {
+            let (key, value) = parse_line(0, text)?.ok_or_else(|| ConfigError::Syntax {
+                line: 0,
+                text: text.clone(),
+            })?;
+            set.insert(key, (0, value));
+        }
+        let mut raw = BTreeMap::new();
+        for (key, (line, value)) in &set {
+            let spec = KEYS.iter().find(|spec| spec.name == key).ok_or_else(|| {
+                ConfigError::UnknownKey {
+                    line: *line,
+                    key: key.clone(),
+                }
+            })?;
+            validate(spec, *line, value)?;
+            raw.insert(key.clone(), value.clone());
+        }
+        for spec in KEYS {
+            if raw.contains_key(spec.name) {
+                continue;
+            }
+            match spec.default {
+                Some(default) => {
+                    raw.insert(spec.name.to_owned(), default.to_owned());
+                }
+                None if spec.required => return Err(ConfigError::Missing { key: spec.name }),
+                None => {}
+            }
+        }
+        Config::from_raw(raw, &set)
+    }
+
+    fn from_raw(
+        raw: BTreeMap<String, String>,
+        set: &BTreeMap<String, (usize, String)>,
+    ) -> Result<Config, ConfigError> {
+        let line_of = |key: &str| set.get(key).map_or(0, |(line, _)| *line);
+        let int = |key: &str| -> i64 { raw[key].trim().parse().expect("validated") };
+        let invalid = |key: &str, reason: &'static str| ConfigError::InvalidValue {
+            line: line_of(key),
+            key: key.to_owned(),
+            value: raw.get(key).cloned().unwrap_or_default(),
+            reason,
+        };
+        let process_roles = list(&raw["process.roles"]);
+        if process_roles.is_empty()
+            || process_roles
+                .iter()
+                .any(|role| role != "broker" && role != "controller")
+        {
+            return Err(invalid(
+                "process.roles",
+                "expected `broker`, `controller` or both",
+            ));
+        }
+        let listeners = list(&raw["listeners"]);
+        let first = listeners
+            .first()
+            .ok_or_else(|| invalid("listeners", "no listener given"))?;
+        let (host, port) = parse_listener(first)
+            .ok_or_else(|| invalid("listeners", "expected NAME://host:port"))?;
+        let bind_host = if host.is_empty() {
+            "0.0.0.0"
+        } else {
+            host.as_str()
+        };
+        let listen_address: SocketAddr = format!("{bind_host}:{port}")
+            .parse()
+            .map_err(|_| invalid("listeners", "the host must be an IP address"))?;
+        let (advertised_host, advertised_port) = match raw.get("advertised.listeners") {
+            Some(value) => {
+                let first = list(value).into_iter().next().unwrap_or_default();
+                parse_listener(&first)
+                    .ok_or_else(|| invalid("advertised.listeners", "expected NAME://host:port"))?
+            }
+            None if host.is_empty() || host == "0.0.0.0" => ("localhost".to_owned(), port),
+            None => (host.clone(), port),
+        };
+        let log_dirs: Vec<PathBuf> = match raw.get("log.dirs") {
+            Some(value) => list(value).into_iter().map(PathBuf::from).collect(),
+            None => vec![PathBuf::from(&raw["log.dir"])],
+        };
+        if log_dirs.is_empty() {
+            return Err(invalid("log.dirs", "no directory given"));
+        }
+        let log_flush_interval_ms = raw
+            .get("log.flush.interval.ms")
+            .map(|value| value.trim().parse::<i64>().expect("validated"))
+            .filter(|ms| *ms != i64::MAX)
+            .map(|ms| u64::try_from(ms).map_err(|_| invalid("log.flush.interval.ms", "negative")))
+            .transpose()?;
+        let replication_factor = int("default.replication.factor");
+        Ok(Config {
+            node_id: int("node.id") as i32,
+            process_roles,
+            listen_address,
+            advertised_host,
+            advertised_port,
+            log_dirs,
+            socket_request_max_bytes: int("socket.request.max.bytes") as usize,
+            log_segment_bytes: int("log.segment.bytes") as u64,
+            log_index_interval_bytes: int("log.index.interval.bytes") as u64,
+            log_flush_interval_messages: int("log.flush.interval.messages") as u64,
+            log_flush_interval_ms,
+            log_flush_scheduler_interval_ms: int("log.flush.scheduler.interval.ms") as u64,
+            log_flush_offset_checkpoint_interval_ms: int("log.flush.offset.checkpoint.interval.ms")
+                as u64,
+            message_max_bytes: int("message.max.bytes") as usize,
+            num_partitions: int("num.partitions") as i32,
+            default_replication_factor: i16::try_from(replication_factor)
+                .map_err(|_| invalid("default.replication.factor", "too large"))?,
+            min_insync_replicas: int("min.insync.replicas") as i32,
+            unclean_leader_election_enable: raw["unclean.leader.election.enable"] == "true",
+            auto_create_topics_enable: raw["auto.create.topics.enable"] == "true",
+            raw,
+        })
+    }
+
+    /// Whether this node runs the broker role.
+    pub fn is_broker(&self) -> bool {
+        self.process_roles.iter().any(|role| role == "broker")
+    }
+
+    /// The directory holding this node's partitions (the first of `log.dirs`).
+    pub fn data_dir(&self) -> &Path {
+        &self.log_dirs[0]
+    }
+}
+
+/// Splits one properties line into a key and value; `None` for blank lines and comments.
+fn parse_line(line: usize, text: &str) -> Result<Option<(String, String)>, ConfigError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+        return Ok(None);
+    }
+    let split = trimmed
+        .find(['=', ':'])
+        .ok_or_else(|| ConfigError::Syntax {
+            line,
+            text: text.to_owned(),
+        })?;
+    let key = trimmed[..split].trim();
+    if key.is_empty() {
+        return Err(ConfigError::Syntax {
+            line,
+            text: text.to_owned(),
+        });
+    }
+    Ok(Some((
+        key.to_owned(),
+        trimmed[split + 1..].trim().to_owned(),
+    )))
+}
+
+fn validate(spec: &KeySpec, line: usize, value: &str) -> Result<(), ConfigError> {
+    let invalid = |reason| ConfigError::InvalidValue {
+        line,
+        key: spec.name.to_owned(),
+        value: value.to_owned(),
+        reason,
+    };
+    match spec.kind {
+        Kind::Int | Kind::Long => {
+            let number: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("not an integer"))?;
+            if spec.kind == Kind::Int && i32::try_from(number).is_err() {
+                return Err(invalid("does not fit in a 32-bit integer"));
+            }
+            if number < spec.min {
+                return Err(invalid("below the smallest accepted value"));
+            }
+        }
+        Kind::Bool => {
+            if value != "true" && value != "false" {
+                return Err(invalid("expected `true` or `false`"));
+            }
+        }
+        Kind::Str | Kind::List => {}
+    }
+    Ok(())
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Parses `NAME://host:port` into host and port; the host may be empty (all interfaces).
+fn parse_listener(listener: &str) -> Option<(String, u16)> {
+    let (_, address) = listener.split_once("://")?;
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "node.id=1\nprocess.roles=broker,controller\n";
+
+    #[test]
+    fn kafka_defaults_apply_when_unset() {
+        let config = Config::parse(MINIMAL, &[]).unwrap();
+        assert_eq!(config.min_insync_replicas, 1);
+        assert!(!config.unclean_leader_election_enable);
+        assert_eq!(config.log_flush_interval_messages, i64::MAX as u64);
+        assert_eq!(config.log_flush_interval_ms, None);
+        assert_eq!(config.log_segment_bytes, 1 << 30);
+        assert_eq!(config.socket_request_max_bytes, 104_857_600);
+        assert_eq!(config.listen_address.port(), 9092);
+        assert_eq!(config.log_dirs, vec![PathBuf::from("/tmp/kafka-logs")]);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let error = Config::parse("node.id=1\n\nmin.insync.replica=2\n", &[]).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("line 3") && message.contains("min.insync.replica"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn invalid_values_are_named() {
+        for (text, key) in [
+            ("min.insync.replicas=two", "min.insync.replicas"),
+            ("min.insync.replicas=0", "min.insync.replicas"),
+            (
+                "unclean.leader.election.enable=yes",
+                "unclean.leader.election.enable",
+            ),
+            ("node.id=99999999999", "node.id"),
+            ("process.roles=leader", "process.roles"),
+            ("listeners=localhost:9092", "listeners"),
+        ] {
+            let error = Config::parse(&format!("{MINIMAL}{text}\n"), &[]).unwrap_err();
+            assert!(error.to_string().contains(key), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn missing_required_key_is_named() {
+        let error = Config::parse("process.roles=broker\n", &[]).unwrap_err();
+        assert!(error.to_string().contains("node.id"), "{error}");
+    }
+
+    #[test]
+    fn overrides_win_and_comments_are_skipped() {
+        let text = format!("# comment\n! also a comment\n{MINIMAL}log.dirs = /a, /b\n");
+        let config = Config::parse(&text, &["log.flush.interval.messages=1".into()]).unwrap();
+        assert_eq!(
+            config.log_dirs,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(config.log_flush_interval_messages, 1);
+    }
+
+    #[test]
+    fn listeners_and_advertised_listeners() {
+        let text = format!(
+            "{MINIMAL}listeners=PLAINTEXT://10.77.0.1:19092\n\
+             advertised.listeners=PLAINTEXT://n1:19092\n"
+        );
+        let config = Config::parse(&text, &[]).unwrap();
+        assert_eq!(config.listen_address, "10.77.0.1:19092".parse().unwrap());
+        assert_eq!(
+            (config.advertised_host.as_str(), config.advertised_port),
+            ("n1", 19092)
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! Dispatch of decoded requests to one handler per API (one file each under `handlers/`).
+//!
+//! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
+//! no response at all (acks=0). They never see raw bytes: `frame.rs` owns decoding.
+
+mod api_versions;
+mod create_topics;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+
+use crate::broker::Broker;
+
+/// The APIs this node answers; ApiVersions advertises exactly these.
+pub const SUPPORTED_APIS: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+];
+
+/// What a handler wants sent back.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this response.
+    Respond(Box<ResponseKind>),
+    /// Send nothing (acks=0 produce that succeeded).
+    Silent,
+    /// Close the connection (acks=0 produce that failed: Kafka's only error signal then).
+    Close(&'static str),
+}
+
+/// Runs the handler for `request`.
+pub async fn dispatch(
+    broker: &Broker,
+    header: &RequestHeader,
+    version: i16,
+    request: RequestKind,
+) -> Reply {
+    Reply::Respond(Box::new(match request {
+        RequestKind::ApiVersions(request) => {
+            ResponseKind::ApiVersions(api_versions::handle(&request, version))
+        }
+        RequestKind::Metadata(request) => {
+            ResponseKind::Metadata(metadata::handle(broker, &request, version))
+        }
+        RequestKind::CreateTopics(request) => {
+            ResponseKind::CreateTopics(create_topics::handle(broker, &request, version))
+        }
+        RequestKind::Produce(request) => {
+            return produce::handle(broker, request, version).await;
+        }
+        RequestKind::Fetch(request) => {
+            ResponseKind::Fetch(fetch::handle(broker, &request, version).await)
+        }
+        RequestKind::ListOffsets(request) => {
+            ResponseKind::ListOffsets(list_offsets::handle(broker, &request))
+        }
+        other => {
+            // frame.rs only lets SUPPORTED_APIS through, so this is a bug, not bad input.
+            tracing::error!(client_id = ?header.client_id, request = ?std::mem::discriminant(&other),
+                "request for an API without a handler");
+            return Reply::Close("no handler for this API");
+        }
+    }))
+}

@@ -1,0 +1,29 @@
+//! `logjam-node`: the built-in Kafka-compatible node that logjam tests.
+//!
+//! It speaks the Kafka wire protocol (through the `kafka-protocol` crate), so real Kafka
+//! clients work against it, and it must behave like Apache Kafka 4.x, dangerous defaults
+//! included: showing their consequences is what logjam is for.
+//!
+//! # Layout
+//!
+//! ```text
+//!   TCP ──► server.rs ──frame──► frame.rs ──request──► handlers.rs ──► handlers/<api>.rs
+//!           (connections,        (decode, version      (dispatch)       (one file per API)
+//!            flusher,             checks, encode)                            │
+//!            shutdown)                                                       ▼
+//!                                                      broker.rs: topics, partitions ──► logjam-storage
+//! ```
+//!
+//! - [`config`]: `server.properties` with Kafka's names and defaults; unknown keys are errors.
+//! - [`server`]: the listener, per-connection loops, periodic flush/checkpoint, clean shutdown.
+//! - [`frame`]: untrusted bytes to requests and responses back; never panics on any input.
+//! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets.
+//! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
+//! - [`topics`]: the topic registry and Kafka's naming and topic-config rules.
+
+pub mod broker;
+pub mod config;
+pub mod frame;
+pub mod handlers;
+pub mod server;
+pub mod topics;

@@ -1,0 +1,48 @@
+//! The `logjam-node` binary: load `server.properties`, serve until SIGINT or SIGTERM, then shut
+//! down cleanly. A SIGKILL leaves the logs as a crash would, for recovery to deal with.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use logjam_node::config::Config;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// A Kafka-compatible node (broker role) for logjam's tests.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The server.properties file (Kafka property names).
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Override one property, `key=value`; may be repeated.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = Config::load(&args.config, &args.overrides)
+        .with_context(|| format!("invalid configuration in {}", args.config.display()))?;
+    let open_files = logjam_node::server::raise_open_files_limit();
+    tracing::debug!(open_files, "open files limit");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let node = logjam_node::server::start(config).await?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down");
+        node.shutdown().await.map_err(anyhow::Error::msg)
+    })
+}
