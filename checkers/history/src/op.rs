@@ -1,0 +1,704 @@
+//! One op line of a history: its type, function, process and typed value (queue micro-ops,
+//! assigned keys, or free-form JSON). Parsing of a line lives in `reader`, pairing of invokes
+//! with completions in `pairing`; this module only owns the shapes and their JSON encoding.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ids::{Key, Offset, OpIndex, Process, Value};
+
+/// Jepsen's op types: an `invoke` and its completion (`ok`, `fail`, `info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpType {
+    /// The op was issued.
+    Invoke,
+    /// The op certainly took effect.
+    Ok,
+    /// The op certainly did not take effect.
+    Fail,
+    /// The op may or may not have taken effect (timeouts, lost connections, crashes).
+    Info,
+}
+
+impl OpType {
+    /// The lowercase name used in the JSON encoding.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpType::Invoke => "invoke",
+            OpType::Ok => "ok",
+            OpType::Fail => "fail",
+            OpType::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for OpType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `f` of an op. Known functions get variants; anything else is kept as [`Function::Other`]
+/// so newer writers stay readable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Function {
+    /// Send one record (`[["send", k, v]]`).
+    Send,
+    /// One consumer poll (`[["poll"]]`).
+    Poll,
+    /// A poll of the final phase, after faults were healed; same value shape as `poll`.
+    FinalPoll,
+    /// A transaction mixing `send` and `poll` micro-ops.
+    Txn,
+    /// Replace the consumer's assignment with the keys in `value`.
+    Assign,
+    /// Subscribe to the topics of the keys in `value`; the broker picks partitions.
+    Subscribe,
+    /// Tell the client to die; a fresh client replaces it.
+    Crash,
+    /// Nemesis: cut the network.
+    Partition,
+    /// Nemesis: remove every network partition.
+    Heal,
+    /// Nemesis: SIGKILL nodes.
+    Kill,
+    /// Nemesis: restart killed nodes.
+    Restart,
+    /// Nemesis: SIGSTOP nodes.
+    Pause,
+    /// Nemesis: SIGCONT nodes.
+    Resume,
+    /// Any other function name, kept verbatim.
+    Other(String),
+}
+
+impl Function {
+    /// The name used in the JSON encoding.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Function::Send => "send",
+            Function::Poll => "poll",
+            Function::FinalPoll => "final-poll",
+            Function::Txn => "txn",
+            Function::Assign => "assign",
+            Function::Subscribe => "subscribe",
+            Function::Crash => "crash",
+            Function::Partition => "partition",
+            Function::Heal => "heal",
+            Function::Kill => "kill",
+            Function::Restart => "restart",
+            Function::Pause => "pause",
+            Function::Resume => "resume",
+            Function::Other(s) => s,
+        }
+    }
+
+    /// Parses a function name; unknown names become [`Function::Other`].
+    pub fn from_name(name: &str) -> Function {
+        match name {
+            "send" => Function::Send,
+            "poll" => Function::Poll,
+            "final-poll" => Function::FinalPoll,
+            "txn" => Function::Txn,
+            "assign" => Function::Assign,
+            "subscribe" => Function::Subscribe,
+            "crash" => Function::Crash,
+            "partition" => Function::Partition,
+            "heal" => Function::Heal,
+            "kill" => Function::Kill,
+            "restart" => Function::Restart,
+            "pause" => Function::Pause,
+            "resume" => Function::Resume,
+            other => Function::Other(other.to_owned()),
+        }
+    }
+
+    /// True for functions whose value is a list of queue micro-ops.
+    pub fn has_micro_ops(&self) -> bool {
+        matches!(
+            self,
+            Function::Send | Function::Poll | Function::FinalPoll | Function::Txn
+        )
+    }
+
+    /// True for functions whose value is a list of keys.
+    pub fn has_keys(&self) -> bool {
+        matches!(self, Function::Assign | Function::Subscribe)
+    }
+}
+
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Function {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Function {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FunctionVisitor;
+        impl Visitor<'_> for FunctionVisitor {
+            type Value = Function;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a function name such as \"send\" or \"poll\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Function, E> {
+                Ok(Function::from_name(v))
+            }
+        }
+        deserializer.deserialize_str(FunctionVisitor)
+    }
+}
+
+/// One record returned by a poll: the offset it sits at and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// Where the record sits in its partition.
+    pub offset: Offset,
+    /// The value that was sent.
+    pub value: Value,
+}
+
+/// The records one poll returned for one key, in the order the consumer returned them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyReads {
+    /// The key (topic-partition) read.
+    pub key: Key,
+    /// The records, in consumer order.
+    pub records: Vec<Record>,
+}
+
+/// A queue micro-op: Jepsen's `[:send k v]` or `[:poll]`, filled in on completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MicroOp {
+    /// Send `value` to `key`. `offset` is set when the broker acknowledged it with an offset.
+    ///
+    /// Encoded `["send", k, v]` without an offset and `["send", k, [offset, v]]` with one;
+    /// the reader also accepts `["send", k, [null, v]]` (offset unknown).
+    Send {
+        /// Destination key.
+        key: Key,
+        /// The value sent (unique per key).
+        value: Value,
+        /// The offset the broker assigned, when known.
+        offset: Option<Offset>,
+    },
+    /// Poll the consumer. `reads` is `None` in an invoke, `Some` once completed.
+    ///
+    /// Encoded `["poll"]` and `["poll", {"<key>": [[offset, value], ...], ...}]`.
+    Poll {
+        /// What the poll returned, per key.
+        reads: Option<Vec<KeyReads>>,
+    },
+}
+
+/// The `value` of an op, typed by its `f`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum OpValue {
+    /// JSON `null` or absent.
+    #[default]
+    Null,
+    /// `send`, `poll`, `final-poll`, `txn`: a list of micro-ops.
+    MicroOps(Vec<MicroOp>),
+    /// `assign`, `subscribe`: a list of keys.
+    Keys(Vec<Key>),
+    /// Anything else (nemesis ops, admin ops): free-form JSON.
+    Json(serde_json::Value),
+}
+
+impl OpValue {
+    /// The micro-ops, or an empty slice when this value holds none.
+    pub fn micro_ops(&self) -> &[MicroOp] {
+        match self {
+            OpValue::MicroOps(m) => m,
+            _ => &[],
+        }
+    }
+
+    /// True when the value is `null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self, OpValue::Null)
+    }
+
+    /// Decodes a JSON value according to the function it belongs to.
+    ///
+    /// # Errors
+    /// Returns the JSON error when the value does not have the shape `f` requires.
+    pub fn from_json_str(f: &Function, json: &str) -> Result<OpValue, serde_json::Error> {
+        if json == "null" {
+            return Ok(OpValue::Null);
+        }
+        if f.has_micro_ops() {
+            let ops: Vec<MicroOp> = serde_json::from_str(json)?;
+            Ok(OpValue::MicroOps(ops))
+        } else if f.has_keys() {
+            let keys: Vec<Key> = serde_json::from_str(json)?;
+            Ok(OpValue::Keys(keys))
+        } else {
+            Ok(OpValue::Json(serde_json::from_str(json)?))
+        }
+    }
+}
+
+impl Serialize for OpValue {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OpValue::Null => serializer.serialize_unit(),
+            OpValue::MicroOps(ops) => ops.serialize(serializer),
+            OpValue::Keys(keys) => keys.serialize(serializer),
+            OpValue::Json(v) => v.serialize(serializer),
+        }
+    }
+}
+
+/// One op line (not the header): Jepsen's op map, typed.
+///
+/// Serialized with `index, time, process, type, f, value[, error]` in that order. Sends in a
+/// completion (`ok`/`fail`/`info`) are written in Jepsen's completion form
+/// `["send", k, [offset, v]]`, with `null` when the offset is unknown; in an invoke as
+/// `["send", k, v]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    /// Position in the history; strictly increasing.
+    pub index: OpIndex,
+    /// Nanoseconds since the run started (`time` in JSON).
+    pub time_ns: u64,
+    /// Who issued the op.
+    pub process: Process,
+    /// `invoke`, `ok`, `fail` or `info` (`type` in JSON).
+    pub op_type: OpType,
+    /// What the op does.
+    pub f: Function,
+    /// The op's argument (invoke) or result (completion).
+    pub value: OpValue,
+    /// Why a `fail`/`info` op failed, as the client classified it.
+    pub error: Option<serde_json::Value>,
+}
+
+impl Serialize for Op {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(6 + usize::from(self.error.is_some())))?;
+        map.serialize_entry("index", &self.index)?;
+        map.serialize_entry("time", &self.time_ns)?;
+        map.serialize_entry("process", &self.process)?;
+        map.serialize_entry("type", &self.op_type)?;
+        map.serialize_entry("f", &self.f)?;
+        match &self.value {
+            OpValue::MicroOps(ops) if self.op_type != OpType::Invoke => {
+                map.serialize_entry("value", &CompletedMicroOps(ops))?;
+            }
+            value => map.serialize_entry("value", value)?,
+        }
+        if let Some(error) = &self.error {
+            map.serialize_entry("error", error)?;
+        }
+        map.end()
+    }
+}
+
+/// Micro-ops of a completion: sends always carry the `[offset|null, v]` pair.
+struct CompletedMicroOps<'a>(&'a [MicroOp]);
+
+impl Serialize for CompletedMicroOps<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for micro in self.0 {
+            match micro {
+                MicroOp::Send { key, value, offset } => {
+                    seq.serialize_element(&("send", key, (offset, value)))?;
+                }
+                poll => seq.serialize_element(poll)?,
+            }
+        }
+        seq.end()
+    }
+}
+
+/// Why one line could not be decoded into an [`Op`].
+#[derive(Debug, thiserror::Error)]
+pub enum OpDecodeError {
+    /// The line is not a JSON op object with the required fields, or its value does not have
+    /// the shape its `f` requires (the message names `f`).
+    #[error("{source}")]
+    Json {
+        /// The JSON error, with its column.
+        source: serde_json::Error,
+    },
+    /// `value` came before `f` on the line and does not have the shape `f` requires.
+    #[error("value of f={f:?} has the wrong shape: {source}")]
+    Value {
+        /// The op's function name.
+        f: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+}
+
+impl Op {
+    /// Decodes one op line. Unknown extra fields are ignored (forward compatibility).
+    ///
+    /// # Errors
+    /// [`OpDecodeError`] when the line is not valid JSON, lacks a required field, or its value
+    /// does not match its `f`.
+    pub fn from_json_line(line: &str) -> Result<Op, OpDecodeError> {
+        let raw: RawOp<'_> =
+            serde_json::from_str(line).map_err(|source| OpDecodeError::Json { source })?;
+        let value = match raw.value {
+            RawOpValue::Typed(value) => value,
+            RawOpValue::Deferred(json) => {
+                OpValue::from_json_str(&raw.f, json.get()).map_err(|source| {
+                    OpDecodeError::Value {
+                        f: raw.f.to_string(),
+                        source,
+                    }
+                })?
+            }
+        };
+        Ok(Op {
+            index: raw.index,
+            time_ns: raw.time_ns,
+            process: raw.process,
+            op_type: raw.op_type,
+            f: raw.f,
+            value,
+            error: raw.error,
+        })
+    }
+}
+
+/// An op as decoded in one pass. Writers put `f` before `value`, so the value is usually
+/// decoded straight into its typed shape; when `value` comes first it is kept raw (borrowed
+/// from the line) and decoded once `f` is known.
+struct RawOp<'a> {
+    index: OpIndex,
+    time_ns: u64,
+    process: Process,
+    op_type: OpType,
+    f: Function,
+    value: RawOpValue<'a>,
+    error: Option<serde_json::Value>,
+}
+
+enum RawOpValue<'a> {
+    Typed(OpValue),
+    Deferred(&'a serde_json::value::RawValue),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawOp<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RawOpVisitor(std::marker::PhantomData))
+    }
+}
+
+struct RawOpVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for RawOpVisitor<'a> {
+    type Value = RawOp<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an op object with index, time, process, type, f and value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawOp<'a>, A::Error> {
+        let mut index = None;
+        let mut time_ns = None;
+        let mut process = None;
+        let mut op_type = None;
+        let mut f: Option<Function> = None;
+        let mut value = None;
+        let mut error = None;
+        while let Some(field) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match field.as_ref() {
+                "index" => index = Some(map.next_value()?),
+                "time" => time_ns = Some(map.next_value()?),
+                "process" => process = Some(map.next_value()?),
+                "type" => op_type = Some(map.next_value()?),
+                "f" => f = Some(map.next_value()?),
+                "value" => {
+                    value = Some(match &f {
+                        Some(f) => RawOpValue::Typed(map.next_value_seed(ValueSeed(f))?),
+                        None => RawOpValue::Deferred(map.next_value()?),
+                    });
+                }
+                "error" => error = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(RawOp {
+            index: index.ok_or_else(|| de::Error::missing_field("index"))?,
+            time_ns: time_ns.ok_or_else(|| de::Error::missing_field("time"))?,
+            process: process.ok_or_else(|| de::Error::missing_field("process"))?,
+            op_type: op_type.ok_or_else(|| de::Error::missing_field("type"))?,
+            f: f.ok_or_else(|| de::Error::missing_field("f"))?,
+            value: value.unwrap_or(RawOpValue::Typed(OpValue::Null)),
+            error,
+        })
+    }
+}
+
+/// Decodes a `value` whose `f` is already known.
+struct ValueSeed<'f>(&'f Function);
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = OpValue;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<OpValue, D::Error> {
+        let f = self.0;
+        let wrong_shape = |e: D::Error| {
+            de::Error::custom(format_args!("value of f={f} has the wrong shape: {e}"))
+        };
+        if f.has_micro_ops() {
+            Ok(Option::<Vec<MicroOp>>::deserialize(deserializer)
+                .map_err(wrong_shape)?
+                .map_or(OpValue::Null, OpValue::MicroOps))
+        } else if f.has_keys() {
+            Ok(Option::<Vec<Key>>::deserialize(deserializer)
+                .map_err(wrong_shape)?
+                .map_or(OpValue::Null, OpValue::Keys))
+        } else {
+            let json = serde_json::Value::deserialize(deserializer)?;
+            Ok(if json.is_null() {
+                OpValue::Null
+            } else {
+                OpValue::Json(json)
+            })
+        }
+    }
+}
+
+// ---- micro-op JSON encoding ----
+
+impl Serialize for MicroOp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MicroOp::Send { key, value, offset } => {
+                let mut seq = serializer.serialize_seq(Some(3))?;
+                seq.serialize_element("send")?;
+                seq.serialize_element(key)?;
+                match offset {
+                    None => seq.serialize_element(value)?,
+                    Some(o) => seq.serialize_element(&(o, value))?,
+                }
+                seq.end()
+            }
+            MicroOp::Poll { reads: None } => {
+                let mut seq = serializer.serialize_seq(Some(1))?;
+                seq.serialize_element("poll")?;
+                seq.end()
+            }
+            MicroOp::Poll { reads: Some(reads) } => {
+                let mut seq = serializer.serialize_seq(Some(2))?;
+                seq.serialize_element("poll")?;
+                seq.serialize_element(&PollMap(reads))?;
+                seq.end()
+            }
+        }
+    }
+}
+
+struct PollMap<'a>(&'a [KeyReads]);
+
+impl Serialize for PollMap<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for kr in self.0 {
+            let records: Vec<(Offset, Value)> =
+                kr.records.iter().map(|r| (r.offset, r.value)).collect();
+            map.serialize_entry(&kr.key.0.to_string(), &records)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for MicroOp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(MicroOpVisitor)
+    }
+}
+
+struct MicroOpVisitor;
+
+impl<'de> Visitor<'de> for MicroOpVisitor {
+    type Value = MicroOp;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a micro-op: [\"send\", key, value], [\"send\", key, [offset, value]], [\"poll\"] or [\"poll\", {key: [[offset, value], ...]}]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MicroOp, A::Error> {
+        let tag: std::borrow::Cow<'de, str> = seq
+            .next_element()?
+            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        match tag.as_ref() {
+            "send" => {
+                let key: Key = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                let payload: SendPayload = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(2, &self))?;
+                if seq.next_element::<IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(4, &self));
+                }
+                Ok(MicroOp::Send {
+                    key,
+                    value: payload.value,
+                    offset: payload.offset,
+                })
+            }
+            "poll" => {
+                let reads = seq.next_element_seed(PollMapSeed)?;
+                if seq.next_element::<IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(MicroOp::Poll {
+                    reads: reads.flatten(),
+                })
+            }
+            other => Err(de::Error::unknown_variant(other, &["send", "poll"])),
+        }
+    }
+}
+
+/// The third element of a send: `v`, `[offset, v]` or `[null, v]`.
+struct SendPayload {
+    value: Value,
+    offset: Option<Offset>,
+}
+
+impl<'de> Deserialize<'de> for SendPayload {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PayloadVisitor;
+        impl<'de> Visitor<'de> for PayloadVisitor {
+            type Value = SendPayload;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer value or [offset|null, value]")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SendPayload, E> {
+                Ok(SendPayload {
+                    value: Value(v),
+                    offset: None,
+                })
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SendPayload, E> {
+                let v = i64::try_from(v)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))?;
+                self.visit_i64(v)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SendPayload, A::Error> {
+                let offset: Option<Offset> = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let value: Value = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                if seq.next_element::<IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(SendPayload { value, offset })
+            }
+        }
+        deserializer.deserialize_any(PayloadVisitor)
+    }
+}
+
+/// Decodes the optional poll result map; `null` means "no result" like an absent element.
+struct PollMapSeed;
+
+impl<'de> DeserializeSeed<'de> for PollMapSeed {
+    type Value = Option<Vec<KeyReads>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        struct MapVisitor;
+        impl<'de> Visitor<'de> for MapVisitor {
+            type Value = Option<Vec<KeyReads>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from key (as a string) to [[offset, value], ...]")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut reads = Vec::with_capacity(map.size_hint().unwrap_or(1));
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let key: i64 = key.parse().map_err(|_| {
+                        de::Error::invalid_value(de::Unexpected::Str(&key), &"an integer key")
+                    })?;
+                    let pairs: Vec<(Offset, Value)> = map.next_value()?;
+                    reads.push(KeyReads {
+                        key: Key(key),
+                        records: pairs
+                            .into_iter()
+                            .map(|(offset, value)| Record { offset, value })
+                            .collect(),
+                    });
+                }
+                Ok(Some(reads))
+            }
+        }
+        deserializer.deserialize_any(MapVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_ops_round_trip_in_jepsen_shapes() {
+        let json = r#"[["send",1,[5,10]],["send",2,7],["poll"],["poll",{"3":[[0,1],[2,4]]}]]"#;
+        let ops: Vec<MicroOp> = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            ops[0],
+            MicroOp::Send {
+                key: Key(1),
+                value: Value(10),
+                offset: Some(Offset(5))
+            }
+        );
+        assert_eq!(serde_json::to_string(&ops).unwrap(), json);
+    }
+
+    #[test]
+    fn send_with_null_offset_reads_as_unknown_offset() {
+        let op: MicroOp = serde_json::from_str(r#"["send",1,[null,10]]"#).unwrap();
+        assert_eq!(
+            op,
+            MicroOp::Send {
+                key: Key(1),
+                value: Value(10),
+                offset: None
+            }
+        );
+    }
+
+    #[test]
+    fn value_before_f_is_decoded_once_f_is_known() {
+        let op = Op::from_json_line(
+            r#"{"value":[["send",1,[2,3]]],"f":"send","index":0,"time":5,"process":1,"type":"ok"}"#,
+        )
+        .unwrap();
+        assert_eq!(op.f, Function::Send);
+        assert_eq!(op.value.micro_ops().len(), 1);
+        let bad = Op::from_json_line(
+            r#"{"value":[["send",1]],"f":"send","index":0,"time":5,"process":1,"type":"ok"}"#,
+        );
+        assert!(matches!(bad, Err(OpDecodeError::Value { .. })));
+    }
+
+    #[test]
+    fn unknown_micro_op_is_rejected() {
+        assert!(serde_json::from_str::<MicroOp>(r#"["append",1,2]"#).is_err());
+    }
+}

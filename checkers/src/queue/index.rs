@@ -1,0 +1,381 @@
+//! The queue index: every client op in compact form plus, per key, the version order inferred
+//! from offsets. Built in one streaming pass ([`QueueIndex::ingest`]) and one finishing pass
+//! ([`QueueIndex::finish`]); every anomaly family reads it and none modifies it.
+//!
+//! Version order, as in Jepsen: per key, every offset observed maps to the values seen there.
+//! Observations come from every poll (ok, info or fail: pollers only ever see data that was in
+//! the log) and from sends with a known offset in ops that must have committed (`ok`, or
+//! `info` with at least one of its sent values read by an ok op). Sorted offsets get dense
+//! indices 0, 1, 2, ...: offsets may be sparse (transaction markers), indices never are. Each
+//! index's *representative* value is the first value observed at that offset.
+
+use std::ops::Range;
+
+use logjam_history::{CompletedOp, Function, Key, MicroOp, Offset, Outcome, Value};
+
+use crate::anomaly::OpRef;
+use crate::fxhash::FxHashMap;
+use crate::intmap::IntMap;
+
+/// Position of an op in [`QueueIndex::ops`].
+pub(crate) type OpId = u32;
+/// Position of a key in [`QueueIndex::keys`].
+pub(crate) type KeyId = u32;
+/// Marker for "no dense index known".
+pub(crate) const NO_INDEX: u32 = u32::MAX;
+/// Marker for "no op".
+pub(crate) const NO_OP: OpId = u32::MAX;
+
+/// One client op, compact: its micro-ops live in the flat `sends`/`reads` arrays.
+pub(crate) struct OpRecord {
+    /// The paired op minus its value (the value was flattened into sends and reads).
+    pub op: CompletedOp,
+    /// This op's sends, in micro-op order.
+    pub sends: Range<u32>,
+    /// This op's reads (records returned by polls), in consumer order.
+    pub reads: Range<u32>,
+    /// True when the op must have taken effect: `ok`, or `info` with a sent value read by an ok op.
+    pub committed: bool,
+}
+
+/// One send micro-op.
+#[derive(Clone, Copy)]
+pub(crate) struct SendRecord {
+    pub key: KeyId,
+    pub value: Value,
+    pub offset: Option<Offset>,
+    /// Dense index: from the offset when known, else the value's first index, else `NO_INDEX`.
+    pub index: u32,
+}
+
+/// One record a poll returned.
+#[derive(Clone, Copy)]
+pub(crate) struct ReadRecord {
+    pub key: KeyId,
+    pub offset: Offset,
+    pub value: Value,
+    /// Dense index of `offset` (always known after `finish`).
+    pub index: u32,
+    /// The op that sent `value` (resolved by `finish`), or `NO_OP`.
+    pub writer: OpId,
+}
+
+/// What is known about one value of one key.
+#[derive(Clone, Copy)]
+pub(crate) struct ValueInfo {
+    /// The op that sent it (the first non-failed one when several did).
+    pub writer: Option<OpId>,
+    /// The first ok op that read it.
+    pub ok_reader: Option<OpId>,
+    /// Lowest dense index it appears at, or `NO_INDEX`.
+    pub first_index: u32,
+    /// Highest dense index it appears at, or `NO_INDEX`.
+    pub last_index: u32,
+    /// Number of distinct offsets it appears at.
+    pub offset_count: u32,
+}
+
+impl Default for ValueInfo {
+    fn default() -> Self {
+        ValueInfo {
+            writer: None,
+            ok_reader: None,
+            first_index: NO_INDEX,
+            last_index: NO_INDEX,
+            offset_count: 0,
+        }
+    }
+}
+
+/// One offset of a key's log and the values observed there.
+pub(crate) struct Slot {
+    pub offset: Offset,
+    /// Representative value (first observed) and the op that observed it.
+    pub value: Value,
+    pub observer: OpId,
+    /// The op that sent the representative value (resolved by `finish`), or `NO_OP`.
+    pub writer: OpId,
+    /// Further distinct values observed at this offset (inconsistent offsets), with observers.
+    pub others: Vec<(Value, OpId)>,
+}
+
+/// One key's log.
+pub(crate) struct KeyLog {
+    pub key: Key,
+    /// While ingesting: offset → slot. Drained into `log` by `finish`.
+    pending: IntMap<Slot>,
+    /// The version order: slots sorted by offset; position = dense index.
+    pub log: Vec<Slot>,
+    /// Offset → dense index.
+    pub index_of_offset: IntMap<u32>,
+    /// Value → what is known about it.
+    pub values: IntMap<ValueInfo>,
+}
+
+impl KeyLog {
+    fn new(key: Key) -> KeyLog {
+        KeyLog {
+            key,
+            pending: IntMap::default(),
+            log: Vec::new(),
+            index_of_offset: IntMap::default(),
+            values: IntMap::default(),
+        }
+    }
+
+    fn observe(&mut self, offset: Offset, value: Value, observer: OpId) {
+        let slot = self.pending.get_or_insert_with(offset.0, || Slot {
+            offset,
+            value,
+            observer,
+            writer: NO_OP,
+            others: Vec::new(),
+        });
+        if slot.value != value && !slot.others.iter().any(|(v, _)| *v == value) {
+            slot.others.push((value, observer));
+        }
+    }
+
+    /// The value at a dense index (its representative).
+    pub fn value_at(&self, index: u32) -> Option<Value> {
+        self.log.get(index as usize).map(|s| s.value)
+    }
+
+    /// The offset at a dense index.
+    pub fn offset_at(&self, index: u32) -> Option<Offset> {
+        self.log.get(index as usize).map(|s| s.offset)
+    }
+
+    /// Info about a value, if it was sent or seen.
+    pub fn value(&self, value: Value) -> Option<&ValueInfo> {
+        self.values.get(value.0)
+    }
+}
+
+/// A history folded into the shapes the analyses need.
+pub(crate) struct QueueIndex {
+    pub ops: Vec<OpRecord>,
+    pub sends: Vec<SendRecord>,
+    pub reads: Vec<ReadRecord>,
+    pub keys: Vec<KeyLog>,
+    key_ids: FxHashMap<Key, KeyId>,
+    /// Values sent by more than one op: `(key, value, first writer, other writer)`.
+    pub repeated_sends: Vec<(KeyId, Value, OpId, OpId)>,
+    /// Whether any op subscribed (relaxes the poll policy).
+    pub saw_subscribe: bool,
+}
+
+impl QueueIndex {
+    pub fn new() -> QueueIndex {
+        QueueIndex {
+            ops: Vec::new(),
+            sends: Vec::new(),
+            reads: Vec::new(),
+            keys: Vec::new(),
+            key_ids: FxHashMap::default(),
+            repeated_sends: Vec::new(),
+            saw_subscribe: false,
+        }
+    }
+
+    fn key_id(&mut self, key: Key) -> KeyId {
+        if let Some(&id) = self.key_ids.get(&key) {
+            return id;
+        }
+        let id = self.keys.len() as KeyId;
+        self.keys.push(KeyLog::new(key));
+        self.key_ids.insert(key, id);
+        id
+    }
+
+    /// Folds one completed client op in.
+    pub fn ingest(&mut self, mut op: CompletedOp) {
+        let id = self.ops.len() as OpId;
+        if op.f == Function::Subscribe {
+            self.saw_subscribe = true;
+        }
+        let sends_start = self.sends.len() as u32;
+        let reads_start = self.reads.len() as u32;
+        let value = std::mem::take(&mut op.value);
+        for micro in value.micro_ops() {
+            match micro {
+                MicroOp::Send { key, value, offset } => {
+                    let key_id = self.key_id(*key);
+                    self.sends.push(SendRecord {
+                        key: key_id,
+                        value: *value,
+                        offset: *offset,
+                        index: NO_INDEX,
+                    });
+                    let log = &mut self.keys[key_id as usize];
+                    let info = log.values.get_or_insert_with(value.0, ValueInfo::default);
+                    match info.writer {
+                        None => info.writer = Some(id),
+                        Some(previous) if previous == id => {}
+                        Some(previous) => {
+                            let failed = self.ops[previous as usize].op.outcome == Outcome::Fail;
+                            if failed && op.outcome != Outcome::Fail {
+                                info.writer = Some(id);
+                            }
+                            self.repeated_sends.push((key_id, *value, previous, id));
+                        }
+                    }
+                }
+                MicroOp::Poll { reads: Some(reads) } => {
+                    for key_reads in reads {
+                        let key_id = self.key_id(key_reads.key);
+                        let log = &mut self.keys[key_id as usize];
+                        for record in &key_reads.records {
+                            log.observe(record.offset, record.value, id);
+                            if op.outcome == Outcome::Ok {
+                                let info = log
+                                    .values
+                                    .get_or_insert_with(record.value.0, ValueInfo::default);
+                                if info.ok_reader.is_none() {
+                                    info.ok_reader = Some(id);
+                                }
+                            }
+                            self.reads.push(ReadRecord {
+                                key: key_id,
+                                offset: record.offset,
+                                value: record.value,
+                                index: NO_INDEX,
+                                writer: NO_OP,
+                            });
+                        }
+                    }
+                }
+                MicroOp::Poll { reads: None } => {}
+            }
+        }
+        let committed = op.outcome == Outcome::Ok;
+        self.ops.push(OpRecord {
+            op,
+            sends: sends_start..self.sends.len() as u32,
+            reads: reads_start..self.reads.len() as u32,
+            committed,
+        });
+    }
+
+    /// Decides which info ops committed, adds their known-offset sends to the version
+    /// orders, sorts each key's log and resolves every dense index.
+    pub fn finish(&mut self) {
+        // 1. info ops whose sent values were read by an ok op must have committed.
+        for record in &mut self.ops {
+            if record.op.outcome == Outcome::Info {
+                record.committed = self.sends[range(&record.sends)].iter().any(|s| {
+                    self.keys[s.key as usize]
+                        .values
+                        .get(s.value.0)
+                        .is_some_and(|v| v.ok_reader.is_some())
+                });
+            }
+        }
+        // 2. Sends with known offsets from committed ops are observations too.
+        for (id, record) in self.ops.iter().enumerate() {
+            if !record.committed {
+                continue;
+            }
+            for send in &self.sends[range(&record.sends)] {
+                if let Some(offset) = send.offset {
+                    self.keys[send.key as usize].observe(offset, send.value, id as OpId);
+                }
+            }
+        }
+        // 3. Sort each log into its version order and index values.
+        for log in &mut self.keys {
+            let mut slots: Vec<Slot> = log.pending.drain().into_iter().map(|(_, s)| s).collect();
+            slots.sort_unstable_by_key(|s| s.offset);
+            for (index, slot) in slots.iter_mut().enumerate() {
+                let index = index as u32;
+                *log.index_of_offset
+                    .get_or_insert_with(slot.offset.0, || index) = index;
+                slot.writer = log
+                    .values
+                    .get(slot.value.0)
+                    .and_then(|v| v.writer)
+                    .unwrap_or(NO_OP);
+                let values = std::iter::once(slot.value).chain(slot.others.iter().map(|o| o.0));
+                for value in values {
+                    let info = log.values.get_or_insert_with(value.0, ValueInfo::default);
+                    if info.first_index == NO_INDEX {
+                        info.first_index = index;
+                    }
+                    info.last_index = index;
+                    info.offset_count += 1;
+                }
+            }
+            log.log = slots;
+        }
+        // 4. Resolve the dense index of every read and send.
+        for read in &mut self.reads {
+            let log = &self.keys[read.key as usize];
+            read.index = log
+                .index_of_offset
+                .get(read.offset.0)
+                .copied()
+                .unwrap_or_else(|| unreachable!("every read offset was observed"));
+            read.writer = log
+                .values
+                .get(read.value.0)
+                .and_then(|v| v.writer)
+                .unwrap_or(NO_OP);
+        }
+        for send in &mut self.sends {
+            let log = &self.keys[send.key as usize];
+            send.index = match send.offset {
+                Some(offset) => log.index_of_offset.get(offset.0).copied(),
+                None => log.values.get(send.value.0).map(|v| v.first_index),
+            }
+            .unwrap_or(NO_INDEX);
+        }
+    }
+
+    /// Sends of an op.
+    pub fn sends_of(&self, id: OpId) -> &[SendRecord] {
+        &self.sends[range(&self.ops[id as usize].sends)]
+    }
+
+    /// Reads of an op.
+    pub fn reads_of(&self, id: OpId) -> &[ReadRecord] {
+        &self.reads[range(&self.ops[id as usize].reads)]
+    }
+
+    /// The writer of a read if it must have committed.
+    pub fn committed_writer_of(&self, read: &ReadRecord) -> Option<OpId> {
+        (read.writer != NO_OP && self.ops[read.writer as usize].committed).then_some(read.writer)
+    }
+
+    /// The paired op behind an id.
+    pub fn op(&self, id: OpId) -> &CompletedOp {
+        &self.ops[id as usize].op
+    }
+
+    /// A witness reference to an op.
+    pub fn op_ref(&self, id: OpId) -> OpRef {
+        OpRef::from_op(self.op(id))
+    }
+
+    /// Short text naming an op, for explanations.
+    pub fn describe(&self, id: OpId) -> String {
+        self.op_ref(id).to_string()
+    }
+
+    /// The key behind a key id.
+    pub fn key(&self, key: KeyId) -> Key {
+        self.keys[key as usize].key
+    }
+
+    /// True when the op read anything (ok ops only).
+    pub fn ok_reads_count(&self) -> u64 {
+        self.ops
+            .iter()
+            .filter(|r| r.op.outcome == Outcome::Ok)
+            .map(|r| u64::from(r.reads.end - r.reads.start))
+            .sum()
+    }
+}
+
+pub(crate) fn range(r: &Range<u32>) -> Range<usize> {
+    r.start as usize..r.end as usize
+}

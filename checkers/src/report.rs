@@ -1,0 +1,216 @@
+//! The checker's output: [`Verdict`] (valid / invalid / unknown, with exit codes), [`Report`]
+//! (every anomaly by kind, the policy's split into bad and allowed, the durability report,
+//! stats, warnings) and its condensed console form, [`Report::summary`]. Full detail goes to
+//! `report.json`; the summary shows counts and one witness per kind.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::anomaly::{AnomalyGroup, AnomalyKind};
+use crate::durability::DurabilityReport;
+use crate::policy::Policy;
+use crate::queue::cycles::GraphStats;
+
+/// The tri-state result of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Something was checked and no bad anomaly was found.
+    Valid,
+    /// At least one anomaly the policy forbids.
+    Invalid,
+    /// Nothing could be checked (e.g. no ok read returned anything). Never reported as valid.
+    Unknown,
+}
+
+impl Verdict {
+    /// Process exit code: 0 valid, 1 invalid, 2 unknown.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Valid => 0,
+            Verdict::Invalid => 1,
+            Verdict::Unknown => 2,
+        }
+    }
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Invalid => "invalid",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// Counts of client ops by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OutcomeCounts {
+    /// `ok` ops.
+    pub ok: u64,
+    /// `fail` ops.
+    pub fail: u64,
+    /// `info` ops (including those never completed).
+    pub info: u64,
+}
+
+/// What the history contained.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Op lines read (client and nemesis, invokes and completions).
+    pub op_lines: u64,
+    /// Client ops after pairing.
+    pub client_ops: u64,
+    /// Nemesis events.
+    pub nemesis_events: u64,
+    /// Client ops by `f`, then by outcome.
+    pub by_f: BTreeMap<String, OutcomeCounts>,
+    /// Keys seen.
+    pub keys: u64,
+    /// Records returned by ok reads.
+    pub ok_records_read: u64,
+    /// Acknowledged sends.
+    pub ok_sends: u64,
+    /// Dependency graph sizes.
+    pub graph: GraphStats,
+}
+
+/// Everything a check found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The header's workload.
+    pub workload: String,
+    /// The header's seed, for the replay command.
+    pub seed: u64,
+    /// The verdict after the policy.
+    pub verdict: Verdict,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Kinds found that the policy forbids.
+    pub bad_kinds: Vec<AnomalyKind>,
+    /// Kinds found that the policy allows.
+    pub allowed_kinds: Vec<AnomalyKind>,
+    /// The policy applied.
+    pub policy: Policy,
+    /// Every anomaly found, by kind.
+    pub anomalies: BTreeMap<AnomalyKind, AnomalyGroup>,
+    /// Acknowledged writes lost.
+    pub durability: DurabilityReport,
+    /// Op counts and graph sizes.
+    pub stats: Stats,
+    /// Things the user should know that are not anomalies (e.g. a torn last line).
+    pub warnings: Vec<String>,
+}
+
+/// Witnesses shown per kind in the summary.
+const SUMMARY_WITNESSES: usize = 1;
+/// Lost writes listed per partition in the summary.
+const SUMMARY_LOST_VALUES: usize = 8;
+
+impl Report {
+    /// Condensed console text: verdict, counts per kind, one witness per kind, durability
+    /// and warnings. The full detail is in the JSON.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "logjam check: {} ({} workload, seed {}): {}",
+            self.verdict.as_str().to_uppercase(),
+            self.workload,
+            self.seed,
+            self.reason
+        );
+        let _ = writeln!(
+            s,
+            "  history: {} client ops, {} nemesis events, {} keys, {} acknowledged sends, {} records read by ok ops",
+            self.stats.client_ops,
+            self.stats.nemesis_events,
+            self.stats.keys,
+            self.stats.ok_sends,
+            self.stats.ok_records_read
+        );
+        let list = |kinds: &[AnomalyKind]| {
+            kinds
+                .iter()
+                .map(|k| format!("{k} x{}", self.anomalies.get(k).map_or(0, |g| g.count)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.bad_kinds.is_empty() {
+            let _ = writeln!(s, "  bad:     {}", list(&self.bad_kinds));
+        }
+        if !self.allowed_kinds.is_empty() {
+            let _ = writeln!(s, "  allowed: {}", list(&self.allowed_kinds));
+        }
+        for kind in self.bad_kinds.iter().chain(&self.allowed_kinds) {
+            if let Some(group) = self.anomalies.get(kind) {
+                for w in group.witnesses.iter().take(SUMMARY_WITNESSES) {
+                    let _ = writeln!(s, "  - {kind}: {}", w.explanation);
+                }
+            }
+        }
+        let d = &self.durability;
+        if d.lost > 0 || d.unconfirmed > 0 {
+            let _ = writeln!(
+                s,
+                "  durability: {} of {} acknowledged writes lost, {} unconfirmed (final reads: {:?})",
+                d.lost, d.acknowledged, d.unconfirmed, d.final_reads
+            );
+            for p in d.partitions.iter().filter(|p| p.lost_count > 0) {
+                let name = p.topic_partition.as_ref().map_or_else(
+                    || format!("key {}", p.key),
+                    |tp| format!("{tp} (key {})", p.key),
+                );
+                let ranges: Vec<String> = p
+                    .offset_ranges
+                    .iter()
+                    .map(|r| {
+                        if r.first == r.last {
+                            r.first.to_string()
+                        } else {
+                            format!("{}..={}", r.first, r.last)
+                        }
+                    })
+                    .collect();
+                let values: Vec<String> = p
+                    .lost
+                    .iter()
+                    .take(SUMMARY_LOST_VALUES)
+                    .map(|w| w.value.to_string())
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "    {name}: {} lost at offsets [{}], values [{}{}]",
+                    p.lost_count,
+                    ranges.join(", "),
+                    values.join(", "),
+                    if p.lost.len() > SUMMARY_LOST_VALUES {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                );
+            }
+        } else {
+            let _ = writeln!(
+                s,
+                "  durability: all {} acknowledged writes accounted for",
+                d.acknowledged
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+        s
+    }
+
+    /// The report as pretty JSON (what `report.json` holds).
+    ///
+    /// # Errors
+    /// Only if serialization fails, which the report's types do not allow in practice.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+}
