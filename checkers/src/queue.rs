@@ -146,7 +146,15 @@ impl QueueChecker {
         let groups = anomalies.into_groups();
         let (allowed_kinds, bad_kinds): (Vec<AnomalyKind>, Vec<AnomalyKind>) =
             groups.keys().copied().partition(|k| policy.allows(*k));
-        let (verdict, reason) = if !bad_kinds.is_empty() {
+        // With no record read at all, "unseen" says only that the run never looked: that is
+        // a run that checked nothing (unknown), not evidence against the cluster.
+        let only_unseen = bad_kinds.iter().all(|kind| *kind == AnomalyKind::Unseen);
+        let (verdict, reason) = if self.stats.ok_records_read == 0 && only_unseen {
+            (
+                Verdict::Unknown,
+                "no ok read returned any record, so nothing could be checked".to_owned(),
+            )
+        } else if !bad_kinds.is_empty() {
             let names: Vec<&str> = bad_kinds.iter().map(|k| k.as_str()).collect();
             (Verdict::Invalid, format!("found {}", names.join(", ")))
         } else if self.stats.ok_records_read == 0 {

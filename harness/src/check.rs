@@ -1,0 +1,33 @@
+//! `logjam check`: run the checkers over a stored history, print the summary, write
+//! report.json, and turn the verdict into the exit code.
+//!
+//! All analysis lives in `logjam-checkers` (pure, no tokio); this is only the shell around it.
+
+use anyhow::Context;
+use logjam_checkers::{check_file, report_path};
+
+use crate::cli::CheckArgs;
+
+/// Checks `args.path`; returns the verdict's exit code.
+///
+/// # Errors
+/// A malformed or missing history (the message names the file and line), or a report that
+/// cannot be written.
+pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
+    let report = check_file(&args.path)?;
+    let json = report.to_json().context("cannot serialise the report")?;
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.summary());
+    }
+    if !args.no_write {
+        let path = report_path(&args.path);
+        std::fs::write(&path, json.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.json {
+            println!("report: {}", path.display());
+        }
+    }
+    Ok(u8::try_from(report.verdict.exit_code()).unwrap_or(2))
+}
