@@ -1,0 +1,727 @@
+//! The search for one partition: Wing & Gong's algorithm as refined by Lowe
+//! ("Testing for linearizability", 2017), the one Porcupine implements, with
+//! a visited cache of `(linearized set, state)` configurations.
+//!
+//! This file owns the search only. It sees operations as local ids
+//! `0..ops.len()`; `checker.rs` partitions the history, runs one search per
+//! part and turns the raw outcome into reports and counterexamples.
+//!
+//! # The algorithm
+//!
+//! Every call and every return becomes an entry in one doubly linked list in
+//! time order (at equal times calls come first: intervals are closed). The
+//! search walks the list from the head. A call entry is a candidate: if the
+//! model allows the operation in the current state and the resulting
+//! configuration is new, the operation is *linearized*: its call and return
+//! entries are unlinked ("lifted"), the choice is pushed on an explicit
+//! stack, and the walk restarts at the head. Reaching a return entry means
+//! that operation's deadline has passed without it being linearized, so the
+//! current configuration is dead: pop the last choice, relink its entries,
+//! and try the next candidate after it. Success is reaching a configuration
+//! where every operation that returned is linearized.
+//!
+//! # Reductions (each sound and complete; arguments in the comments)
+//!
+//! 1. **Indeterminate operations are optional.** An operation that never
+//!    returned has no return entry and need not be linearized.
+//!    Indeterminate *read-only* operations are dropped outright.
+//! 2. **Read-only operations are forced.** If an operation that never changes
+//!    the state (see `Model::is_read_only`) is allowed right now, linearizing
+//!    it now loses nothing, so the search takes it without branching.
+//! 3. **Identical operations are ordered.** Of two operations with equal
+//!    input and output, `a` called no later than `b` and returning no later,
+//!    `b` is only tried once `a` is linearized.
+//! 4. **Unreachable observations.** A model may say that a pending read
+//!    can no longer be satisfied from the current state with the
+//!    operations that may still precede it (`Model::can_reach_observation`);
+//!    the configuration is then abandoned at once instead of after
+//!    exploring every order of those operations.
+//! 5. **State ids.** Model states are hash-consed (`state_table.rs`), the
+//!    linearized set is a bitset hashed incrementally (Zobrist), and the
+//!    visited cache stores both inline (`cache.rs`).
+
+use crate::bitset::Bitset;
+use crate::budget::Budget;
+use crate::cache::VisitedCache;
+use crate::counterexample::StuckReason;
+use crate::hash::{FxHashMap, mix_state, zobrist_keys};
+use crate::model::Model;
+use crate::operation::{Operation, Timestamp};
+use crate::state_table::StateTable;
+use std::time::{Duration, Instant};
+
+/// No entry / no operation.
+const NONE: u32 = u32::MAX;
+/// The list head sentinel.
+const HEAD: u32 = 0;
+/// Reduction 4 checks pending observations whose deadlines are among the
+/// next this many deadlines.
+const OBSERVATION_HORIZON: u32 = 256;
+/// How often (in steps) the time budget is checked.
+const TIME_CHECK_INTERVAL: u64 = 1 << 12;
+
+/// Where the search got stuck at its deepest point: the raw material of a
+/// counterexample. Ids are indices into the slice given to [`search`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StuckPoint {
+    /// The longest linearizable prefix found, in order.
+    pub(crate) prefix: Vec<usize>,
+    /// The operation whose return was reached without it being linearized
+    /// (`None` if the search ran off the end of the list).
+    pub(crate) blocking: Option<usize>,
+    /// Why `blocking` could not come next.
+    pub(crate) reason: StuckReason,
+    /// The candidates that were concurrent at that point, in call order.
+    pub(crate) candidates: Vec<usize>,
+}
+
+/// The raw outcome of one partition's search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SearchOutcome {
+    /// A witness: the operations in linearization order (indeterminate
+    /// operations that were never linearized are absent).
+    Linearizable { order: Vec<usize> },
+    /// No linearization exists.
+    NotLinearizable { stuck: StuckPoint },
+    /// The step limit was reached.
+    StepBudgetExhausted { steps_max: u64 },
+    /// The time limit was reached.
+    TimeBudgetExhausted { time_max: Duration },
+}
+
+/// Counters from one partition's search.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SearchStats {
+    /// Attempts to linearize an operation in a configuration.
+    pub(crate) steps: u64,
+    /// Distinct configurations entered (visited-cache size).
+    pub(crate) configurations: u64,
+    /// Distinct model states seen.
+    pub(crate) states: u64,
+    /// Operations dropped before the search (indeterminate and read-only).
+    pub(crate) dropped: u64,
+    /// Visited-cache heap use in bytes.
+    pub(crate) cache_bytes: u64,
+}
+
+/// One choice on the search stack.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// The operation linearized.
+    op: u32,
+    /// The state before it, restored on backtrack.
+    previous_state: u32,
+    /// True for a forced read-only operation: the configuration below it
+    /// had no alternative worth trying, so backtracking continues upward.
+    forced: bool,
+}
+
+/// What happened when the search tried one candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// The model forbids it in this state.
+    Rejected,
+    /// Allowed, but the resulting configuration was explored before.
+    Seen,
+    /// Allowed and new: the search moved into it.
+    Entered,
+}
+
+/// The result of forcing read-only operations at a new configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Forcing {
+    /// Nothing (more) to force; branch normally.
+    Branch,
+    /// A forced successor was explored before, so this configuration fails.
+    Dead,
+    /// Every required operation is linearized.
+    Done,
+}
+
+/// Searches for a linearization of `ops` (one partition) under `model`.
+pub(crate) fn search<M: Model>(
+    model: &M,
+    ops: &[&Operation<M::Input, M::Output>],
+    budget: &Budget,
+) -> (SearchOutcome, SearchStats) {
+    // Reduction 1: an indeterminate read-only operation has no effect and no
+    // deadline; leaving it out changes nothing.
+    let kept: Vec<usize> = (0..ops.len())
+        .filter(|&index| {
+            let operation = ops[index];
+            !(operation.is_optional() && model.is_read_only(&operation.input, &operation.output))
+        })
+        .collect();
+    let kept_ops: Vec<&Operation<M::Input, M::Output>> =
+        kept.iter().map(|&index| ops[index]).collect();
+    let mut search = Search::new(model, kept_ops, budget);
+    let outcome = search.run();
+    let translate =
+        |ids: Vec<u32>| -> Vec<usize> { ids.into_iter().map(|id| kept[id as usize]).collect() };
+    let outcome = match outcome {
+        RawOutcome::Linearizable { order } => SearchOutcome::Linearizable {
+            order: translate(order),
+        },
+        RawOutcome::NotLinearizable => {
+            let stuck = search.best.take().unwrap_or_default();
+            SearchOutcome::NotLinearizable {
+                stuck: StuckPoint {
+                    prefix: translate(stuck.prefix),
+                    blocking: (stuck.blocking != NONE).then(|| kept[stuck.blocking as usize]),
+                    reason: stuck.reason,
+                    candidates: translate(stuck.candidates),
+                },
+            }
+        }
+        RawOutcome::StepBudgetExhausted { steps_max } => {
+            SearchOutcome::StepBudgetExhausted { steps_max }
+        }
+        RawOutcome::TimeBudgetExhausted { time_max } => {
+            SearchOutcome::TimeBudgetExhausted { time_max }
+        }
+    };
+    let stats = SearchStats {
+        steps: search.steps,
+        configurations: search.cache.len() as u64,
+        states: search.table.len() as u64,
+        dropped: (ops.len() - kept.len()) as u64,
+        cache_bytes: search.cache.bytes() as u64,
+    };
+    (outcome, stats)
+}
+
+/// [`SearchOutcome`] before translating local ids.
+enum RawOutcome {
+    Linearizable { order: Vec<u32> },
+    NotLinearizable,
+    StepBudgetExhausted { steps_max: u64 },
+    TimeBudgetExhausted { time_max: Duration },
+}
+
+/// The deepest stuck point in local ids.
+#[derive(Default)]
+struct RawStuck {
+    prefix: Vec<u32>,
+    blocking: u32,
+    reason: StuckReason,
+    candidates: Vec<u32>,
+}
+
+/// The search state for one partition.
+struct Search<'a, M: Model> {
+    /// The model, for pruning hints.
+    model: &'a M,
+    /// The partition's operations by local id.
+    ops: Vec<&'a Operation<M::Input, M::Output>>,
+    /// Rank of each operation's return among all return entries in time
+    /// order (`NONE` for operations that never return).
+    return_rank: Vec<u32>,
+    /// Reduction 4: for each read-only operation that returns, the
+    /// operations that may enable it and may still be pending while it is
+    /// checked; `None` if it is never checked.
+    enablers: Vec<Option<Vec<u32>>>,
+    /// Hash-consed states and memoized steps.
+    table: StateTable<'a, M>,
+    /// Linked list: `next[entry]`, `prev[entry]`; entry 0 is the head
+    /// sentinel, `tail` the tail sentinel.
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    /// The operation each entry belongs to.
+    entry_op: Vec<u32>,
+    /// True for call entries, false for return entries and sentinels.
+    entry_is_call: Vec<bool>,
+    /// The tail sentinel.
+    tail: u32,
+    /// Each operation's call entry.
+    call_entry: Vec<u32>,
+    /// Each operation's return entry, or [`NONE`] when it never returned.
+    return_entry: Vec<u32>,
+    /// True for operations that returned (must be linearized).
+    required: Vec<bool>,
+    /// True for operations the model says never change the state.
+    read_only: Vec<bool>,
+    /// Reduction 3: the identical operation that must be linearized first.
+    must_follow: Vec<u32>,
+    /// One Zobrist key per operation.
+    zobrist: Vec<u64>,
+    /// Operations linearized on the current path.
+    linearized: Bitset,
+    /// XOR of the Zobrist keys of `linearized`.
+    linearized_hash: u64,
+    /// Configurations already entered.
+    cache: VisitedCache,
+    /// The current path of choices.
+    stack: Vec<Frame>,
+    /// Current state id.
+    state: u32,
+    /// How many required operations are linearized.
+    required_linearized: usize,
+    /// How many operations are required in total.
+    required_count: usize,
+    /// Steps taken so far.
+    steps: u64,
+    /// Limits.
+    budget: Budget,
+    /// When the search started, for the time budget.
+    started: Instant,
+    /// Step count at which to look at the clock next.
+    next_time_check: u64,
+    /// The deepest dead end seen so far (for counterexamples).
+    best: Option<RawStuck>,
+}
+
+impl<'a, M: Model> Search<'a, M> {
+    fn new(model: &'a M, ops: Vec<&'a Operation<M::Input, M::Output>>, budget: &Budget) -> Self {
+        let count = ops.len();
+        assert!(count < (NONE / 2) as usize, "partition too large");
+        let required: Vec<bool> = ops.iter().map(|op| !op.is_optional()).collect();
+        let read_only: Vec<bool> = ops
+            .iter()
+            .map(|op| model.is_read_only(&op.input, &op.output))
+            .collect();
+
+        // Events in time order; calls before returns at equal times (closed
+        // intervals), then by operation id for determinism.
+        let mut events: Vec<(Timestamp, bool, u32)> = Vec::with_capacity(2 * count);
+        for (id, op) in ops.iter().enumerate() {
+            events.push((op.call, false, id as u32));
+            if !op.is_optional() {
+                events.push((op.return_at, true, id as u32));
+            }
+        }
+        events.sort_unstable();
+        let tail = events.len() as u32 + 1;
+        let mut next = vec![NONE; events.len() + 2];
+        let mut prev = vec![NONE; events.len() + 2];
+        let mut entry_op = vec![NONE; events.len() + 2];
+        let mut entry_is_call = vec![false; events.len() + 2];
+        let mut call_entry = vec![NONE; count];
+        let mut return_entry = vec![NONE; count];
+        for (position, &(_, is_return, id)) in events.iter().enumerate() {
+            let entry = position as u32 + 1;
+            entry_op[entry as usize] = id;
+            entry_is_call[entry as usize] = !is_return;
+            if is_return {
+                return_entry[id as usize] = entry;
+            } else {
+                call_entry[id as usize] = entry;
+            }
+        }
+        for entry in 0..tail {
+            next[entry as usize] = entry + 1;
+            prev[entry as usize + 1] = entry;
+        }
+
+        let mut return_rank = vec![NONE; count];
+        let mut return_times = Vec::with_capacity(count);
+        for &(time, is_return, id) in &events {
+            if is_return {
+                return_rank[id as usize] = return_times.len() as u32;
+                return_times.push(time);
+            }
+        }
+        let enablers = if M::PRUNES_UNREACHABLE_OBSERVATIONS {
+            observation_enablers(model, &ops, &read_only, &return_rank, &return_times)
+        } else {
+            vec![None; count]
+        };
+        let must_follow = identical_predecessors(&ops);
+        let table = StateTable::new(model, ops.clone());
+        let linearized = Bitset::new(count);
+        let words = linearized.words().len();
+        Search {
+            model,
+            ops,
+            return_rank,
+            enablers,
+            table,
+            next,
+            prev,
+            entry_op,
+            entry_is_call,
+            tail,
+            call_entry,
+            return_entry,
+            required_count: required.iter().filter(|&&required| required).count(),
+            required,
+            read_only,
+            must_follow,
+            zobrist: zobrist_keys(count),
+            linearized,
+            linearized_hash: 0,
+            cache: VisitedCache::new(words),
+            stack: Vec::with_capacity(count),
+            state: 0,
+            required_linearized: 0,
+            steps: 0,
+            budget: *budget,
+            started: Instant::now(),
+            next_time_check: TIME_CHECK_INTERVAL,
+            best: None,
+        }
+    }
+
+    fn run(&mut self) -> RawOutcome {
+        if self.required_count == 0 {
+            return RawOutcome::Linearizable { order: Vec::new() };
+        }
+        // The initial configuration counts as visited.
+        let _new = self.cache.insert(mix_state(0), self.linearized.words(), 0);
+        let mut entry = match self.force_read_only() {
+            Forcing::Done => return self.witness(),
+            Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
+            Forcing::Branch | Forcing::Dead => return RawOutcome::NotLinearizable,
+        };
+        loop {
+            if entry == self.tail || !self.entry_is_call[entry as usize] {
+                self.record_stuck(entry, None);
+                match self.backtrack() {
+                    Some(resume) => entry = resume,
+                    None => return RawOutcome::NotLinearizable,
+                }
+                continue;
+            }
+            let op = self.entry_op[entry as usize];
+            // Read-only candidates allowed here were already forced, so any
+            // left in the window are rejected; skip them without a lookup.
+            if self.read_only[op as usize] || !self.may_try(op) {
+                entry = self.next[entry as usize];
+                continue;
+            }
+            if let Some(exhausted) = self.check_budget() {
+                return exhausted;
+            }
+            if self.try_linearize(op, false) != Attempt::Entered {
+                entry = self.next[entry as usize];
+                continue;
+            }
+            if self.is_done() {
+                return self.witness();
+            }
+            entry = match self.force_read_only() {
+                Forcing::Done => return self.witness(),
+                Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
+                Forcing::Branch | Forcing::Dead => match self.backtrack() {
+                    Some(resume) => resume,
+                    None => return RawOutcome::NotLinearizable,
+                },
+            };
+        }
+    }
+
+    /// Reduction 4: a pending read-only operation whose deadline is near
+    /// (among the next [`OBSERVATION_HORIZON`] deadlines) must still be
+    /// satisfiable: either the model finds it consistent with the current
+    /// state, or one of its enablers is still unlinearized. Otherwise the
+    /// configuration is dead.
+    fn observation_reachable(&mut self) -> bool {
+        match self.unreachable_observation() {
+            None => true,
+            Some(op) => {
+                self.record_stuck(
+                    self.first_return_entry(),
+                    Some((op, StuckReason::Unsatisfiable)),
+                );
+                false
+            }
+        }
+    }
+
+    /// The first entry that is not a call (a return entry or the tail).
+    fn first_return_entry(&self) -> u32 {
+        let mut entry = self.next[HEAD as usize];
+        while entry != self.tail && self.entry_is_call[entry as usize] {
+            entry = self.next[entry as usize];
+        }
+        entry
+    }
+
+    /// The first pending observation (within the horizon) that can no
+    /// longer be satisfied, if any.
+    fn unreachable_observation(&self) -> Option<u32> {
+        if !M::PRUNES_UNREACHABLE_OBSERVATIONS {
+            return None;
+        }
+        let mut entry = self.first_return_entry();
+        if entry == self.tail {
+            return None;
+        }
+        let horizon =
+            self.return_rank[self.entry_op[entry as usize] as usize] + OBSERVATION_HORIZON;
+        let state = self.table.state(self.state);
+        while entry != self.tail {
+            let op = self.entry_op[entry as usize] as usize;
+            if !self.entry_is_call[entry as usize] {
+                if self.return_rank[op] >= horizon {
+                    return None;
+                }
+                if let Some(enablers) = &self.enablers[op] {
+                    let enabled = enablers
+                        .iter()
+                        .any(|&writer| !self.linearized.contains(writer as usize));
+                    if !enabled && !self.model.observation_consistent(state, self.ops[op]) {
+                        return Some(op as u32);
+                    }
+                }
+            }
+            entry = self.next[entry as usize];
+        }
+        None
+    }
+
+    fn is_done(&self) -> bool {
+        self.required_linearized == self.required_count
+    }
+
+    fn witness(&self) -> RawOutcome {
+        RawOutcome::Linearizable {
+            order: self.stack.iter().map(|frame| frame.op).collect(),
+        }
+    }
+
+    /// Reduction 3: an operation with an identical predecessor waits for it.
+    #[inline]
+    fn may_try(&self, op: u32) -> bool {
+        let predecessor = self.must_follow[op as usize];
+        predecessor == NONE || self.linearized.contains(predecessor as usize)
+    }
+
+    fn check_budget(&mut self) -> Option<RawOutcome> {
+        if let Some(steps_max) = self.budget.steps_max
+            && self.steps >= steps_max
+        {
+            return Some(RawOutcome::StepBudgetExhausted { steps_max });
+        }
+        if let Some(time_max) = self.budget.time_max
+            && self.steps >= self.next_time_check
+        {
+            self.next_time_check = self.steps + TIME_CHECK_INTERVAL;
+            if self.started.elapsed() >= time_max {
+                return Some(RawOutcome::TimeBudgetExhausted { time_max });
+            }
+        }
+        None
+    }
+
+    /// Reduction 2: at a new configuration, linearize allowed read-only
+    /// candidates one after another without branching.
+    ///
+    /// Why this is complete: let `r` be read-only and allowed in the current
+    /// state `s`, and let `σ` be any completion. Moving `r` to the front of
+    /// `σ` keeps every other step's state (r changes nothing, wherever it
+    /// sits, because the model allows it only where it keeps the state), and
+    /// keeps real-time order: `r` is in the window, so every operation that
+    /// returned before `r`'s call is already linearized, and moving `r`
+    /// earlier only relaxes constraints on the others.
+    fn force_read_only(&mut self) -> Forcing {
+        'configuration: loop {
+            let mut entry = self.next[HEAD as usize];
+            while entry != self.tail && self.entry_is_call[entry as usize] {
+                let op = self.entry_op[entry as usize];
+                if self.read_only[op as usize] && self.may_try(op) {
+                    match self.try_linearize(op, true) {
+                        Attempt::Rejected => {}
+                        Attempt::Seen => return Forcing::Dead,
+                        Attempt::Entered => {
+                            if self.is_done() {
+                                return Forcing::Done;
+                            }
+                            continue 'configuration;
+                        }
+                    }
+                }
+                entry = self.next[entry as usize];
+            }
+            return Forcing::Branch;
+        }
+    }
+
+    #[inline]
+    fn try_linearize(&mut self, op: u32, forced: bool) -> Attempt {
+        self.steps += 1;
+        let Some(next_state) = self.table.step(op, self.state) else {
+            return Attempt::Rejected;
+        };
+        debug_assert!(
+            !self.read_only[op as usize] || next_state == self.state,
+            "model says operation {op} is read-only but it changed the state"
+        );
+        let op_index = op as usize;
+        self.linearized.insert(op_index);
+        self.linearized_hash ^= self.zobrist[op_index];
+        let hash = self.linearized_hash ^ mix_state(next_state);
+        if !self.cache.insert(hash, self.linearized.words(), next_state) {
+            self.linearized.remove(op_index);
+            self.linearized_hash ^= self.zobrist[op_index];
+            return Attempt::Seen;
+        }
+        self.stack.push(Frame {
+            op,
+            previous_state: self.state,
+            forced,
+        });
+        self.state = next_state;
+        self.lift(op);
+        if self.required[op_index] {
+            self.required_linearized += 1;
+        }
+        Attempt::Entered
+    }
+
+    /// Pops choices until one that was a real branch, and returns the entry
+    /// after it to continue the scan from; `None` when the stack empties.
+    fn backtrack(&mut self) -> Option<u32> {
+        loop {
+            let frame = self.stack.pop()?;
+            let op_index = frame.op as usize;
+            self.state = frame.previous_state;
+            self.linearized.remove(op_index);
+            self.linearized_hash ^= self.zobrist[op_index];
+            if self.required[op_index] {
+                self.required_linearized -= 1;
+            }
+            self.unlift(frame.op);
+            if !frame.forced {
+                return Some(self.next[self.call_entry[op_index] as usize]);
+            }
+        }
+    }
+
+    #[inline]
+    fn unlink(&mut self, entry: u32) {
+        let (before, after) = (self.prev[entry as usize], self.next[entry as usize]);
+        self.next[before as usize] = after;
+        self.prev[after as usize] = before;
+    }
+
+    #[inline]
+    fn relink(&mut self, entry: u32) {
+        let (before, after) = (self.prev[entry as usize], self.next[entry as usize]);
+        self.next[before as usize] = entry;
+        self.prev[after as usize] = entry;
+    }
+
+    /// Removes an operation's entries from the list (dancing links: the
+    /// removed entries keep their own pointers, so `unlift` in reverse order
+    /// restores the list exactly).
+    fn lift(&mut self, op: u32) {
+        self.unlink(self.call_entry[op as usize]);
+        let return_entry = self.return_entry[op as usize];
+        if return_entry != NONE {
+            self.unlink(return_entry);
+        }
+    }
+
+    fn unlift(&mut self, op: u32) {
+        let return_entry = self.return_entry[op as usize];
+        if return_entry != NONE {
+            self.relink(return_entry);
+        }
+        self.relink(self.call_entry[op as usize]);
+    }
+
+    /// Remembers the current dead end if it is the deepest so far. `entry`
+    /// is where the scan stopped (a return entry or the tail); `blocking`
+    /// overrides the operation blamed.
+    fn record_stuck(&mut self, entry: u32, blocking: Option<(u32, StuckReason)>) {
+        let depth = self.stack.len();
+        if self
+            .best
+            .as_ref()
+            .is_some_and(|best| best.prefix.len() >= depth)
+        {
+            return;
+        }
+        let mut candidates = Vec::new();
+        let mut cursor = self.next[HEAD as usize];
+        while cursor != entry {
+            candidates.push(self.entry_op[cursor as usize]);
+            cursor = self.next[cursor as usize];
+        }
+        let (blocking, reason) = match blocking {
+            Some(blocking) => blocking,
+            None if entry == self.tail => (NONE, StuckReason::ReturnPassed),
+            None => (self.entry_op[entry as usize], StuckReason::ReturnPassed),
+        };
+        self.best = Some(RawStuck {
+            prefix: self.stack.iter().map(|frame| frame.op).collect(),
+            blocking,
+            reason,
+            candidates,
+        });
+    }
+}
+
+/// Reduction 4: each checked observation's possible enablers.
+///
+/// An observation `r` is only checked while the first pending deadline is
+/// within [`OBSERVATION_HORIZON`] return ranks before `r`'s. At that point
+/// every operation whose return ranks earlier than that frontier is already
+/// linearized, so the enablers that can still be pending are those called
+/// no later than `r` returns and returning no earlier than the frontier's
+/// earliest possible time. Everything else is left out, which keeps each
+/// list as short as the concurrency around `r`.
+fn observation_enablers<M: Model>(
+    model: &M,
+    ops: &[&Operation<M::Input, M::Output>],
+    read_only: &[bool],
+    return_rank: &[u32],
+    return_times: &[Timestamp],
+) -> Vec<Option<Vec<u32>>> {
+    (0..ops.len())
+        .map(|observation| {
+            let rank = return_rank[observation];
+            if !read_only[observation] || rank == NONE {
+                return None;
+            }
+            let earliest_rank = rank.saturating_sub(OBSERVATION_HORIZON - 1);
+            let frontier_time = return_times[earliest_rank as usize];
+            let observed = ops[observation];
+            let enablers: Vec<u32> = (0..ops.len())
+                .filter(|&writer| {
+                    let candidate = ops[writer];
+                    writer != observation
+                        && !read_only[writer]
+                        && candidate.call <= observed.return_at
+                        && candidate.return_at >= frontier_time
+                        && model.enables_observation(candidate, observed)
+                })
+                .map(|writer| writer as u32)
+                .collect();
+            Some(enablers)
+        })
+        .collect()
+}
+
+/// Reduction 3: for each operation, the nearest earlier operation (by call,
+/// then index) with identical input and output that also returns no later,
+/// or [`NONE`].
+///
+/// Why this is complete: take any linearization that places `b` before its
+/// identical predecessor `a` (or places `b` and leaves `a` out, when both
+/// never returned). Swapping the two stays valid: `a` moves to `b`'s point,
+/// which is after `b`'s call and so after `a`'s; `b` moves to `a`'s later
+/// point (or out), which is before `a`'s return and so before `b`'s. Equal
+/// inputs and outputs make every state identical. Each swap removes an
+/// inversion of the call order, so repeating it ends in a linearization that
+/// respects every such pair.
+fn identical_predecessors<I, O>(ops: &[&Operation<I, O>]) -> Vec<u32>
+where
+    I: Eq + std::hash::Hash,
+    O: Eq + std::hash::Hash,
+{
+    let mut order: Vec<u32> = (0..ops.len() as u32).collect();
+    order.sort_unstable_by_key(|&id| (ops[id as usize].call, id));
+    let mut last_of_kind: FxHashMap<(&I, &crate::operation::Outcome<O>), u32> =
+        FxHashMap::default();
+    let mut must_follow = vec![NONE; ops.len()];
+    for id in order {
+        let op = ops[id as usize];
+        if let Some(previous) = last_of_kind.insert((&op.input, &op.output), id)
+            && ops[previous as usize].return_at <= op.return_at
+        {
+            must_follow[id as usize] = previous;
+        }
+    }
+    must_follow
+}
