@@ -49,11 +49,13 @@ pub enum AnomalyKind {
     GSingle,
     /// A dependency cycle with two or more rw edges.
     G2,
+    /// No real-time order of a partition's sends and reads explains what they observed.
+    NonlinearizableLog,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 18] = [
+    pub const ALL: [AnomalyKind; 19] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -72,6 +74,7 @@ impl AnomalyKind {
         AnomalyKind::G1c,
         AnomalyKind::GSingle,
         AnomalyKind::G2,
+        AnomalyKind::NonlinearizableLog,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -95,6 +98,7 @@ impl AnomalyKind {
             AnomalyKind::G1c => "G1c",
             AnomalyKind::GSingle => "G-single",
             AnomalyKind::G2 => "G2",
+            AnomalyKind::NonlinearizableLog => "nonlinearizable-log",
         }
     }
 

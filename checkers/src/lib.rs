@@ -48,12 +48,14 @@
 //! | `G1c` | cycle of ww/wr edges, ≥ 1 wr | [`queue::cycles`] | allowed with ww edges, else bad |
 //! | `G-single` | cycle with exactly one rw edge | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
+//! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
 //! no ok read returned a record (nothing was checked); otherwise `valid`.
 //!
-//! Not yet covered: process/realtime edges (`G0-realtime` etc.), the linearizability checker
-//! (`logjam-linearizable`), exactly-once and read-committed workloads.
+//! Not yet covered: process/realtime edges in the dependency graph (`G0-realtime` etc.; the
+//! per-partition real-time order is checked by `nonlinearizable-log`), exactly-once and
+//! read-committed workloads.
 
 //! # Example
 //!

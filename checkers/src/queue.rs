@@ -13,6 +13,7 @@ pub(crate) mod index;
 pub mod loss;
 pub mod offsets;
 pub mod ordering;
+pub mod realtime;
 
 use logjam_history::{CompletedOp, Header, NemesisEvent, Outcome, Paired};
 
@@ -130,6 +131,7 @@ impl QueueChecker {
         let proven_lost = loss::check(index, &finals, &mut anomalies);
         ordering::check(index, &mut anomalies);
         self.stats.graph = cycles::check(index, options.ww_edges, &mut anomalies);
+        let linearizability = realtime::check_logs(index, &mut anomalies);
         let durability = durability::report(
             &self.header,
             index,
@@ -180,6 +182,7 @@ impl QueueChecker {
             policy,
             anomalies: groups,
             durability,
+            linearizability,
             stats: self.stats,
             warnings: self.warnings,
         }

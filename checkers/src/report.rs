@@ -12,6 +12,7 @@ use crate::anomaly::{AnomalyGroup, AnomalyKind};
 use crate::durability::DurabilityReport;
 use crate::policy::Policy;
 use crate::queue::cycles::GraphStats;
+use crate::queue::realtime::LinearizabilitySummary;
 
 /// The tri-state result of a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,6 +99,8 @@ pub struct Report {
     pub anomalies: BTreeMap<AnomalyKind, AnomalyGroup>,
     /// Acknowledged writes lost.
     pub durability: DurabilityReport,
+    /// What the per-partition log linearizability check covered.
+    pub linearizability: LinearizabilitySummary,
     /// Op counts and graph sizes.
     pub stats: Stats,
     /// Things the user should know that are not anomalies (e.g. a torn last line).
@@ -199,6 +202,16 @@ impl Report {
                 "  durability: all {} acknowledged writes accounted for",
                 d.acknowledged
             );
+        }
+        let l = &self.linearizability;
+        let _ = writeln!(
+            s,
+            "  log linearizability: {} key(s) decided, {} skipped",
+            l.keys_decided,
+            l.keys_skipped.len()
+        );
+        for (key, reason) in l.keys_skipped.iter().take(3) {
+            let _ = writeln!(s, "    key {key}: {reason}");
         }
         for w in &self.warnings {
             let _ = writeln!(s, "  warning: {w}");

@@ -558,3 +558,48 @@ fn g2_reported_when_two_txns_each_miss_the_others_write() {
 fn g2_not_reported_when_one_txn_sees_the_others_write() {
     lacks(write_skew(true), AnomalyKind::G2);
 }
+
+// ---- nonlinearizable-log ----
+
+#[test]
+fn nonlinearizable_log_reported_when_a_later_send_lands_before_an_acknowledged_one() {
+    // Process 0's send of 10 is acknowledged at offset 1 before process 1 even sends 11, yet 11
+    // sits at offset 0: no real-time order explains it (Jepsen allows this as G0-realtime).
+    let mut b = HistoryBuilder::new("queue");
+    b.send_ok(0, 1, 10, 1);
+    b.send_ok(1, 1, 11, 0);
+    b.poll_ok(2, &[(1, &[(0, 11), (1, 10)])]);
+    let r = shows(b, AnomalyKind::NonlinearizableLog);
+    assert!(
+        r.verdict == logjam_checkers::Verdict::Invalid,
+        "{}",
+        r.summary()
+    );
+}
+
+#[test]
+fn nonlinearizable_log_not_reported_when_concurrent_sends_land_in_either_order() {
+    let mut b = HistoryBuilder::new("queue");
+    b.invoke_send(0, 1, 10);
+    b.invoke_send(1, 1, 11);
+    b.complete_send(0, OpType::Ok, 1, 10, Some(1));
+    b.complete_send(1, OpType::Ok, 1, 11, Some(0));
+    b.poll_ok(2, &[(1, &[(0, 11), (1, 10)])]);
+    let r = lacks(b, AnomalyKind::NonlinearizableLog);
+    assert_eq!(r.linearizability.keys_decided, 1, "{}", r.summary());
+}
+
+#[test]
+fn nonlinearizable_log_reported_when_a_read_sees_a_record_before_it_was_sent() {
+    // The poll completes before the send of 12 is invoked, yet returns 12.
+    let mut b = three_sends();
+    let mut early = HistoryBuilder::new("queue");
+    early.send_ok(0, 1, 10, 0);
+    early.send_ok(0, 1, 11, 1);
+    early.poll_ok(1, &[(1, &[(0, 10), (1, 11), (2, 12)])]);
+    early.send_ok(0, 1, 12, 2);
+    shows(early, AnomalyKind::NonlinearizableLog);
+    // The same read after the third send is fine.
+    b.poll_ok(1, &[(1, &[(0, 10), (1, 11), (2, 12)])]);
+    lacks(b, AnomalyKind::NonlinearizableLog);
+}

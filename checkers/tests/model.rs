@@ -20,18 +20,22 @@ fn config_strategy() -> impl Strategy<Value = ModelConfig> {
         0u64..10,
         0u64..10,
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(seed, processes, keys, op_lines, txn, info, fail, nemesis)| ModelConfig {
-                seed,
-                processes,
-                keys,
-                op_lines,
-                poll_max: 5,
-                txn_per_64: txn,
-                info_per_64: info,
-                fail_per_64: fail,
-                nemesis,
+            |(seed, processes, keys, op_lines, txn, info, fail, nemesis, offset_gaps)| {
+                ModelConfig {
+                    seed,
+                    processes,
+                    keys,
+                    op_lines,
+                    poll_max: 5,
+                    txn_per_64: txn,
+                    info_per_64: info,
+                    fail_per_64: fail,
+                    nemesis,
+                    offset_gaps,
+                }
             },
         )
 }

@@ -60,6 +60,9 @@ pub struct ModelConfig {
     pub fail_per_64: u64,
     /// Emit nemesis events and a final heal.
     pub nemesis: bool,
+    /// Leave an offset gap after one append in 8, as transaction markers would (which also
+    /// takes the history out of the log linearizability check's reach).
+    pub offset_gaps: bool,
 }
 
 impl ModelConfig {
@@ -75,6 +78,7 @@ impl ModelConfig {
             info_per_64: 2,
             fail_per_64: 1,
             nemesis: true,
+            offset_gaps: false,
         }
     }
 }
@@ -95,6 +99,7 @@ struct Client {
 }
 
 struct Model {
+    offset_gaps: bool,
     logs: Vec<Vec<(i64, i64)>>,
     next_offset: Vec<i64>,
     next_value: Vec<i64>,
@@ -106,7 +111,11 @@ impl Model {
         let offset = self.next_offset[k];
         self.logs[k].push((offset, value));
         // Sometimes leave a gap, as a transaction marker would.
-        self.next_offset[k] += if rng.chance(1, 8) { 2 } else { 1 };
+        self.next_offset[k] += if self.offset_gaps && rng.chance(1, 8) {
+            2
+        } else {
+            1
+        };
         offset
     }
 }
@@ -157,6 +166,7 @@ pub fn generate(config: &ModelConfig, sink: &mut impl FnMut(Op)) {
     let mut rng = Rng::new(config.seed);
     let keys = config.keys as usize;
     let mut model = Model {
+        offset_gaps: config.offset_gaps,
         logs: vec![Vec::new(); keys],
         next_offset: vec![0; keys],
         next_value: vec![0; keys],
