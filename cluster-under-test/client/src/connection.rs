@@ -1,0 +1,580 @@
+//! One TCP connection to one broker: correlation ids, pipelining, ApiVersions negotiation,
+//! request timeouts.
+//!
+//! Requests are written in order by a writer task and answered in order by the broker; a
+//! reader task matches each response to the oldest pending request by correlation id, so many
+//! requests can be in flight at once (the producer's `max.in.flight.requests.per.connection`
+//! is enforced by the sender, not here). When either half fails the connection is dead: every
+//! pending request fails with [`TransportFailure::DisconnectedAfterWrite`] (indefinite), every
+//! queued one with [`TransportFailure::DisconnectedBeforeWrite`] (definite). A request that
+//! gets no answer within its timeout closes the connection, as Kafka's `NetworkClient` does.
+//!
+//! This module knows nothing about metadata or which broker leads what (`cluster.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::error::{Error, Result};
+use crate::outcome::TransportFailure;
+
+/// The highest version of each API this client speaks. Produce and Fetch stop below the
+/// versions that address topics by id only (13), which our requests do not fill in.
+pub const VERSION_CEILINGS: &[(ApiKey, i16)] = &[
+    (ApiKey::Produce, 11),
+    (ApiKey::Fetch, 12),
+    (ApiKey::ListOffsets, 8),
+    (ApiKey::Metadata, 12),
+    (ApiKey::ApiVersions, 3),
+    (ApiKey::CreateTopics, 7),
+    (ApiKey::InitProducerId, 4),
+    (ApiKey::OffsetForLeaderEpoch, 4),
+    (ApiKey::DescribeQuorum, 2),
+];
+
+/// Frames larger than this from a broker are a protocol violation (Kafka's default
+/// `socket.request.max.bytes` is 100 MiB; responses are bounded by fetch sizes).
+const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// The version both sides speak for `key`, given the broker's advertised range; `None` when
+/// the ranges do not overlap or we do not use the API.
+pub fn negotiate_version(key: ApiKey, broker_min: i16, broker_max: i16) -> Option<i16> {
+    let ceiling = VERSION_CEILINGS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| *v)?;
+    let ours = key.valid_versions();
+    let version = ceiling.min(broker_max).min(ours.max);
+    (version >= broker_min.max(ours.min)).then_some(version)
+}
+
+/// What the reader delivers for one request.
+type Reply = std::result::Result<Bytes, TransportFailure>;
+
+struct Outgoing {
+    frame: BytesMut,
+    correlation_id: i32,
+    /// `None` for requests without a response (acks=0 produce).
+    reply: Option<oneshot::Sender<Reply>>,
+    /// Told once the frame is fully written (or failed to be).
+    written: oneshot::Sender<std::result::Result<(), TransportFailure>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Requests written (or being written) and awaiting their response, oldest first.
+    queue: VecDeque<(i32, oneshot::Sender<Reply>)>,
+    /// Once set, nothing new may be queued: the reader is gone.
+    closed: bool,
+}
+
+/// A pipelined connection to one broker, shared by the tasks that use it.
+pub struct Connection {
+    address: String,
+    client_id: StrBytes,
+    outgoing: mpsc::UnboundedSender<Outgoing>,
+    pending: Arc<Mutex<Pending>>,
+    /// Wakes the reader so it stops (close requested, writer failed).
+    shutdown: Arc<Notify>,
+    next_correlation_id: AtomicI32,
+    /// Negotiated version per API key.
+    versions: HashMap<i16, i16>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Connects to `address` and negotiates API versions.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] with `ConnectFailed` when the TCP connection or the ApiVersions
+    /// exchange fails within `timeout`.
+    pub async fn connect(address: &str, client_id: &str, timeout: Duration) -> Result<Connection> {
+        let failed = |api| Error::Transport {
+            address: address.to_owned(),
+            api,
+            failure: TransportFailure::ConnectFailed,
+        };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
+            .await
+            .map_err(|_| failed("connect"))?
+            .map_err(|_| failed("connect"))?;
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        let (outgoing, receiver) = mpsc::unbounded_channel();
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let shutdown = Arc::new(Notify::new());
+        tokio::spawn(write_loop(
+            write,
+            receiver,
+            pending.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(read_loop(read, pending.clone(), shutdown.clone()));
+        let mut connection = Connection {
+            address: address.to_owned(),
+            client_id: StrBytes::from_string(client_id.to_owned()),
+            outgoing,
+            pending,
+            shutdown,
+            next_correlation_id: AtomicI32::new(0),
+            versions: HashMap::new(),
+        };
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("logjam-client"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response: ApiVersionsResponse = connection
+            .exchange(ApiKey::ApiVersions, 3, &request, timeout)
+            .await
+            .map_err(|_| failed("ApiVersions"))?;
+        if response.error_code == kafka_protocol::ResponseError::UnsupportedVersion.code() {
+            response = connection
+                .exchange(
+                    ApiKey::ApiVersions,
+                    0,
+                    &ApiVersionsRequest::default(),
+                    timeout,
+                )
+                .await
+                .map_err(|_| failed("ApiVersions"))?;
+        }
+        for api in &response.api_keys {
+            let Ok(key) = ApiKey::try_from(api.api_key) else {
+                continue;
+            };
+            if let Some(version) = negotiate_version(key, api.min_version, api.max_version) {
+                connection.versions.insert(api.api_key, version);
+            }
+        }
+        Ok(connection)
+    }
+
+    /// `host:port` of the broker.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The negotiated version of `key`, `None` when the broker does not serve it.
+    pub fn version(&self, key: ApiKey) -> Option<i16> {
+        self.versions.get(&(key as i16)).copied()
+    }
+
+    /// Whether the connection has failed or was closed.
+    pub fn is_closed(&self) -> bool {
+        self.pending.lock().expect("pending lock").closed || self.outgoing.is_closed()
+    }
+
+    /// Closes the connection; pending requests fail as disconnected after write.
+    pub fn close(&self) {
+        self.shutdown.notify_one();
+    }
+
+    /// Sends `request` at the negotiated version and awaits its response.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedApi`] when the broker does not serve the API; [`Error::Transport`]
+    /// on disconnects and timeouts (the connection is closed after a timeout);
+    /// [`Error::Protocol`] when the response does not decode.
+    pub async fn send<R>(&self, key: ApiKey, request: &R, timeout: Duration) -> Result<R::Response>
+    where
+        R: Request,
+    {
+        let version = self.require(key)?;
+        self.exchange(key, version, request, timeout).await
+    }
+
+    /// Sends `request` that gets no response (acks=0 produce); returns once it is written.
+    ///
+    /// # Errors
+    /// As [`Connection::send`].
+    pub async fn send_without_response<R: Request>(
+        &self,
+        key: ApiKey,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<()> {
+        let version = self.require(key)?;
+        let (frame, correlation_id) = self.encode(key, version, request)?;
+        let (written_tx, written_rx) = oneshot::channel();
+        self.submit(Outgoing {
+            frame,
+            correlation_id,
+            reply: None,
+            written: written_tx,
+        });
+        let api = api_name(key);
+        match tokio::time::timeout(timeout, written_rx).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(failure))) => Err(self.transport(api, failure)),
+            Ok(Err(_)) => Err(self.transport(api, TransportFailure::DisconnectedBeforeWrite)),
+            Err(_) => {
+                self.close();
+                Err(self.transport(api, TransportFailure::RequestTimedOut))
+            }
+        }
+    }
+
+    fn require(&self, key: ApiKey) -> Result<i16> {
+        self.version(key).ok_or_else(|| Error::UnsupportedApi {
+            address: self.address.clone(),
+            api: api_name(key),
+        })
+    }
+
+    fn transport(&self, api: &'static str, failure: TransportFailure) -> Error {
+        Error::Transport {
+            address: self.address.clone(),
+            api,
+            failure,
+        }
+    }
+
+    fn encode<R: Encodable + HeaderVersion>(
+        &self,
+        key: ApiKey,
+        version: i16,
+        request: &R,
+    ) -> Result<(BytesMut, i32)> {
+        let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        header
+            .encode(&mut frame, R::header_version(version))
+            .and_then(|()| request.encode(&mut frame, version))
+            .map_err(|error| Error::Protocol {
+                address: self.address.clone(),
+                detail: format!("cannot encode {} v{version}: {error}", api_name(key)),
+            })?;
+        let length = i32::try_from(frame.len() - 4).expect("request frames are below 2 GiB");
+        frame[..4].copy_from_slice(&length.to_be_bytes());
+        Ok((frame, correlation_id))
+    }
+
+    fn submit(&self, outgoing: Outgoing) {
+        // A closed channel drops `outgoing`, whose dropped `written` sender reads as
+        // "disconnected before write" on the other side.
+        let _ = self.outgoing.send(outgoing);
+    }
+
+    async fn exchange<R>(
+        &self,
+        key: ApiKey,
+        version: i16,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Response>
+    where
+        R: Encodable + HeaderVersion + Request,
+    {
+        let api = api_name(key);
+        let (frame, correlation_id) = self.encode(key, version, request)?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let (written_tx, written_rx) = oneshot::channel();
+        self.submit(Outgoing {
+            frame,
+            correlation_id,
+            reply: Some(reply_tx),
+            written: written_tx,
+        });
+        let outcome = tokio::time::timeout(timeout, async {
+            // Whether the frame left: decides definite versus indefinite on failure.
+            let written = matches!(written_rx.await, Ok(Ok(())));
+            match reply_rx.await {
+                Ok(reply) => reply,
+                Err(_) if written => Err(TransportFailure::DisconnectedAfterWrite),
+                Err(_) => Err(TransportFailure::DisconnectedBeforeWrite),
+            }
+        })
+        .await;
+        let mut body = match outcome {
+            Ok(Ok(body)) => body,
+            Ok(Err(failure)) => return Err(self.transport(api, failure)),
+            Err(_) => {
+                self.close();
+                return Err(self.transport(api, TransportFailure::RequestTimedOut));
+            }
+        };
+        let malformed = |detail: String| Error::Protocol {
+            address: self.address.clone(),
+            detail,
+        };
+        let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+            .map_err(|e| malformed(format!("{api} response header: {e}")))?;
+        if header.correlation_id != correlation_id {
+            self.close();
+            return Err(malformed(format!(
+                "{api}: correlation id {} answers request {correlation_id}",
+                header.correlation_id
+            )));
+        }
+        R::Response::decode(&mut body, version)
+            .map_err(|e| malformed(format!("{api} v{version} response: {e}")))
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shutdown.notify_one();
+    }
+}
+
+/// The API's name for messages.
+pub fn api_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::DescribeQuorum => "DescribeQuorum",
+        _ => "another API",
+    }
+}
+
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    mut receiver: mpsc::UnboundedReceiver<Outgoing>,
+    pending: Arc<Mutex<Pending>>,
+    shutdown: Arc<Notify>,
+) {
+    while let Some(outgoing) = receiver.recv().await {
+        if let Some(reply) = outgoing.reply {
+            let mut state = pending.lock().expect("pending lock");
+            if state.closed {
+                let _ = reply.send(Err(TransportFailure::DisconnectedBeforeWrite));
+                let _ = outgoing
+                    .written
+                    .send(Err(TransportFailure::DisconnectedBeforeWrite));
+                continue;
+            }
+            // Queued before writing so the reader can never see a response it cannot match.
+            state.queue.push_back((outgoing.correlation_id, reply));
+        }
+        match write.write_all(&outgoing.frame).await {
+            Ok(()) => {
+                let _ = outgoing.written.send(Ok(()));
+            }
+            Err(error) => {
+                tracing::debug!(%error, "connection write failed");
+                // An incomplete frame is never processed by the broker: definite.
+                let mut state = pending.lock().expect("pending lock");
+                if let Some(index) = state
+                    .queue
+                    .iter()
+                    .position(|(id, _)| *id == outgoing.correlation_id)
+                    && let Some((_, reply)) = state.queue.remove(index)
+                {
+                    let _ = reply.send(Err(TransportFailure::DisconnectedBeforeWrite));
+                }
+                let _ = outgoing
+                    .written
+                    .send(Err(TransportFailure::DisconnectedBeforeWrite));
+                drop(state);
+                shutdown.notify_one();
+                break;
+            }
+        }
+    }
+    // Fail whatever is still queued: none of it was written.
+    receiver.close();
+    while let Ok(outgoing) = receiver.try_recv() {
+        if let Some(reply) = outgoing.reply {
+            let _ = reply.send(Err(TransportFailure::DisconnectedBeforeWrite));
+        }
+        let _ = outgoing
+            .written
+            .send(Err(TransportFailure::DisconnectedBeforeWrite));
+    }
+    let _ = write.shutdown().await;
+}
+
+async fn read_loop(mut read: OwnedReadHalf, pending: Arc<Mutex<Pending>>, shutdown: Arc<Notify>) {
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    loop {
+        // Deliver every complete frame in the buffer.
+        while buffer.len() >= 4 {
+            let length = (&buffer[..4]).get_i32();
+            let Ok(length) = usize::try_from(length) else {
+                return fail_pending(&pending);
+            };
+            if length > MAX_RESPONSE_BYTES {
+                return fail_pending(&pending);
+            }
+            if buffer.len() < 4 + length {
+                buffer.reserve(4 + length - buffer.len());
+                break;
+            }
+            buffer.advance(4);
+            let frame = buffer.split_to(length).freeze();
+            let next = pending.lock().expect("pending lock").queue.pop_front();
+            match next {
+                Some((_, reply)) => {
+                    // The correlation id is checked by the requester, which knows the header
+                    // version needed to decode it.
+                    let _ = reply.send(Ok(frame));
+                }
+                None => return fail_pending(&pending),
+            }
+        }
+        tokio::select! {
+            read = read.read_buf(&mut buffer) => match read {
+                Ok(0) | Err(_) => return fail_pending(&pending),
+                Ok(_) => {}
+            },
+            () = shutdown.notified() => return fail_pending(&pending),
+        }
+    }
+}
+
+fn fail_pending(pending: &Mutex<Pending>) {
+    let mut state = pending.lock().expect("pending lock");
+    state.closed = true;
+    for (_, reply) in state.queue.drain(..) {
+        let _ = reply.send(Err(TransportFailure::DisconnectedAfterWrite));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_picks_the_highest_common_version_below_our_ceiling() {
+        assert_eq!(negotiate_version(ApiKey::Produce, 3, 13), Some(11));
+        assert_eq!(negotiate_version(ApiKey::Produce, 3, 9), Some(9));
+        assert_eq!(negotiate_version(ApiKey::Fetch, 13, 18), None);
+        assert_eq!(negotiate_version(ApiKey::JoinGroup, 0, 9), None);
+    }
+
+    /// A fake broker that answers requests in order after reading them all: proves requests
+    /// are pipelined (several in flight) and matched to their responses by order and id.
+    #[tokio::test]
+    async fn pipelined_requests_are_matched_to_their_responses() {
+        use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut frames = Vec::new();
+            // ApiVersions, then three metadata requests read before any is answered.
+            for expected in 0..4 {
+                let size = socket.read_i32().await.unwrap();
+                let mut frame = vec![0u8; size as usize];
+                socket.read_exact(&mut frame).await.unwrap();
+                let mut bytes = Bytes::from(frame);
+                let key = ApiKey::try_from((&bytes[..2]).get_i16()).unwrap();
+                let version = (&bytes[2..4]).get_i16();
+                let header =
+                    RequestHeader::decode(&mut bytes, key.request_header_version(version)).unwrap();
+                frames.push((key, version, header.correlation_id));
+                if expected == 0 {
+                    let response = ApiVersionsResponse::default().with_api_keys(vec![
+                        kafka_protocol::messages::api_versions_response::ApiVersion::default()
+                            .with_api_key(ApiKey::Metadata as i16)
+                            .with_min_version(0)
+                            .with_max_version(12),
+                    ]);
+                    write_response(&mut socket, key, version, header.correlation_id, &response)
+                        .await;
+                }
+            }
+            for (key, version, correlation_id) in frames.into_iter().skip(1) {
+                let response = MetadataResponse::default()
+                    .with_controller_id(kafka_protocol::messages::BrokerId(correlation_id));
+                write_response(&mut socket, key, version, correlation_id, &response).await;
+            }
+        });
+        let connection = Arc::new(
+            Connection::connect(&address, "test", Duration::from_secs(5))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(connection.version(ApiKey::Metadata), Some(12));
+        assert_eq!(connection.version(ApiKey::Produce), None);
+        let calls: Vec<_> = (0..3)
+            .map(|_| {
+                let connection = connection.clone();
+                tokio::spawn(async move {
+                    connection
+                        .send(
+                            ApiKey::Metadata,
+                            &MetadataRequest::default(),
+                            Duration::from_secs(5),
+                        )
+                        .await
+                })
+            })
+            .collect();
+        let mut controllers = Vec::new();
+        for call in calls {
+            controllers.push(call.await.unwrap().unwrap().controller_id.0);
+        }
+        controllers.sort();
+        assert_eq!(controllers, vec![1, 2, 3]);
+        let error = connection
+            .send(
+                ApiKey::Metadata,
+                &MetadataRequest::default(),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Transport {
+                    failure: TransportFailure::DisconnectedAfterWrite,
+                    ..
+                } | Error::Transport {
+                    failure: TransportFailure::DisconnectedBeforeWrite,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+
+    async fn write_response<T: Encodable>(
+        socket: &mut TcpStream,
+        key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        body: &T,
+    ) {
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut buf, key.response_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        let length = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&length.to_be_bytes());
+        socket.write_all(&buf).await.unwrap();
+    }
+}

@@ -1,0 +1,630 @@
+//! The consumer without groups: `assign`, `seek` (earliest, latest, offset), `poll` returning
+//! records with offsets, position tracking, `auto.offset.reset` on `OFFSET_OUT_OF_RANGE`,
+//! metadata refresh on leader changes, and truncation detection with leader epochs (KIP-320).
+//!
+//! Truncation detection, as Kafka's consumer does it: each position remembers the leader
+//! epoch of the last record consumed. When the partition's leader epoch in the metadata moves
+//! past the one the position was validated against, the consumer asks the new leader
+//! (`OffsetForLeaderEpoch`) where that epoch ends. An end offset below the position means the
+//! log was truncated under us: with `auto.offset.reset=none` that is
+//! [`Error::LogTruncation`]; otherwise the position moves back to the divergence point and
+//! the event is kept for [`Consumer::take_truncations`]. A broker that does not serve
+//! `OffsetForLeaderEpoch` skips validation, as Kafka's client does with old brokers.
+//!
+//! `isolation.level=read_committed` is refused by the config until transactions exist.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use crate::cluster::{Cluster, ClusterSettings};
+use crate::config::{AutoOffsetReset, ConsumerConfig};
+use crate::error::{Error, Result};
+use crate::ids::{BrokerId, LeaderEpoch, Offset, TopicPartition};
+use crate::outcome::classify_code;
+
+/// Where to move a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekTo {
+    /// The log start offset.
+    Earliest,
+    /// The log end offset.
+    Latest,
+    /// This offset.
+    Offset(Offset),
+}
+
+/// A consumed record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The record's offset.
+    pub offset: Offset,
+    /// The leader epoch the record was written in.
+    pub leader_epoch: LeaderEpoch,
+    /// Its timestamp, ms since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// The value.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+/// A truncation the consumer detected and recovered from by moving back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The position before.
+    pub position: Offset,
+    /// Where it moved.
+    pub divergent_offset: Offset,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PartitionState {
+    /// The next offset to fetch; `None` until reset.
+    position: Option<Offset>,
+    /// Where to reset to when there is no position.
+    reset: Option<SeekTo>,
+    /// Leader epoch of the last consumed record.
+    last_record_epoch: Option<LeaderEpoch>,
+    /// The leader epoch the position was validated against.
+    validated_epoch: Option<LeaderEpoch>,
+}
+
+/// A consumer with manual assignment.
+#[derive(Debug)]
+pub struct Consumer {
+    config: ConsumerConfig,
+    cluster: Arc<Cluster>,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    truncations: Vec<Truncation>,
+}
+
+impl Consumer {
+    /// A consumer from Kafka properties.
+    ///
+    /// # Errors
+    /// Invalid configuration.
+    pub fn from_properties<'a>(
+        properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Consumer> {
+        Ok(Consumer::new(ConsumerConfig::from_properties(properties)?))
+    }
+
+    /// A consumer.
+    pub fn new(config: ConsumerConfig) -> Consumer {
+        let cluster = Arc::new(Cluster::new(ClusterSettings {
+            bootstrap_servers: config.bootstrap_servers.clone(),
+            client_id: config.client_id.clone(),
+            request_timeout: config.request_timeout,
+            allow_auto_topic_creation: false,
+        }));
+        Consumer {
+            config,
+            cluster,
+            partitions: BTreeMap::new(),
+            truncations: Vec::new(),
+        }
+    }
+
+    /// Replaces the assignment. Partitions kept keep their positions; new ones start with no
+    /// position (reset by `auto.offset.reset` unless sought).
+    pub fn assign(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
+        let mut next = BTreeMap::new();
+        for tp in partitions {
+            let state = self.partitions.remove(&tp).unwrap_or_default();
+            next.insert(tp, state);
+        }
+        self.cluster
+            .track_topics(next.keys().map(|tp| tp.topic.as_str()));
+        self.partitions = next;
+    }
+
+    /// The assigned partitions.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.partitions.keys().cloned().collect()
+    }
+
+    /// Moves a position; earliest and latest are resolved at the next poll.
+    ///
+    /// # Errors
+    /// [`Error::NotAssigned`].
+    pub fn seek(&mut self, partition: &TopicPartition, to: SeekTo) -> Result<()> {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .ok_or_else(|| Error::NotAssigned {
+                partition: partition.clone(),
+            })?;
+        match to {
+            SeekTo::Offset(offset) => {
+                state.position = Some(offset);
+                state.reset = None;
+            }
+            other => {
+                state.position = None;
+                state.reset = Some(other);
+            }
+        }
+        state.last_record_epoch = None;
+        Ok(())
+    }
+
+    /// The next offset `poll` will return for `partition`, once known.
+    pub fn position(&self, partition: &TopicPartition) -> Option<Offset> {
+        self.partitions.get(partition).and_then(|s| s.position)
+    }
+
+    /// Truncations detected and recovered from since the last call.
+    pub fn take_truncations(&mut self) -> Vec<Truncation> {
+        std::mem::take(&mut self.truncations)
+    }
+
+    /// Returns records from the assigned partitions, waiting up to `timeout` for some.
+    ///
+    /// # Errors
+    /// [`Error::OffsetOutOfRange`] and [`Error::LogTruncation`] with `auto.offset.reset=none`;
+    /// non-retriable Kafka errors. Retriable ones (leader moved, connection lost) are handled
+    /// by refreshing metadata and fetching again within the timeout.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let records = self.poll_once(deadline).await?;
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !records.is_empty() || remaining.is_zero() {
+                return Ok(records);
+            }
+        }
+    }
+
+    async fn poll_once(&mut self, deadline: tokio::time::Instant) -> Result<Vec<ConsumerRecord>> {
+        if self.partitions.is_empty() {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(Vec::new());
+        }
+        let unknown = self
+            .partitions
+            .keys()
+            .any(|tp| self.cluster.with_metadata(|m| m.leader(tp).is_none()));
+        if unknown && let Err(error) = self.cluster.refresh_metadata(&[]).await {
+            tracing::debug!(%error, "consumer metadata refresh failed");
+            self.backoff(deadline).await;
+            return Ok(Vec::new());
+        }
+        self.reset_positions().await?;
+        self.validate_positions().await?;
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let max_wait = remaining.min(self.config.fetch_max_wait);
+        let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, Offset, LeaderEpoch)>> =
+            HashMap::new();
+        for (tp, state) in &self.partitions {
+            let (Some(position), Some((leader, epoch))) =
+                (state.position, self.cluster.with_metadata(|m| m.leader(tp)))
+            else {
+                continue;
+            };
+            by_leader
+                .entry(leader)
+                .or_default()
+                .push((tp.clone(), position, epoch));
+        }
+        if by_leader.is_empty() {
+            self.backoff(deadline).await;
+            return Ok(Vec::new());
+        }
+        let mut fetches = tokio::task::JoinSet::new();
+        for (leader, partitions) in by_leader {
+            let cluster = self.cluster.clone();
+            let request = self.fetch_request(&partitions, max_wait);
+            let timeout = self.config.request_timeout + max_wait;
+            fetches.spawn(async move {
+                let connection = cluster.connection(leader).await?;
+                connection.send(ApiKey::Fetch, &request, timeout).await
+            });
+        }
+        let mut records = Vec::new();
+        let mut refresh = false;
+        while let Some(joined) = fetches.join_next().await {
+            let response = match joined {
+                Ok(Ok(response)) => response,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "fetch failed");
+                    refresh = true;
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            for topic in response.responses {
+                let name = topic.topic.0.to_string();
+                for partition in topic.partitions {
+                    let tp = TopicPartition::new(name.clone(), partition.partition_index);
+                    match partition.error_code {
+                        0 => self.take_records(&tp, partition.records, &mut records),
+                        1 => self.out_of_range(&tp)?,
+                        code => {
+                            let class = classify_code(code).expect("non-zero");
+                            if !class.retriable {
+                                return Err(Error::broker("Fetch", code, Some(tp.to_string())));
+                            }
+                            if class.refresh_metadata {
+                                self.cluster.invalidate_leader(&tp);
+                                refresh = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if refresh {
+            let _ = self.cluster.refresh_metadata(&[]).await;
+            if records.is_empty() {
+                self.backoff(deadline).await;
+            }
+        }
+        Ok(records)
+    }
+
+    async fn backoff(&self, deadline: tokio::time::Instant) {
+        let until = (tokio::time::Instant::now() + self.config.retry_backoff).min(deadline);
+        tokio::time::sleep_until(until).await;
+    }
+
+    fn fetch_request(
+        &self,
+        partitions: &[(TopicPartition, Offset, LeaderEpoch)],
+        max_wait: Duration,
+    ) -> FetchRequest {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for (tp, offset, epoch) in partitions {
+            let data = FetchPartition::default()
+                .with_partition(tp.partition.0)
+                .with_fetch_offset(offset.0)
+                .with_current_leader_epoch(epoch.0)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(self.config.max_partition_fetch_bytes);
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == tp.topic) {
+                Some(topic) => topic.partitions.push(data),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![data]),
+                ),
+            }
+        }
+        FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(self.config.fetch_min_bytes)
+            .with_max_bytes(self.config.fetch_max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics)
+    }
+
+    fn take_records(
+        &mut self,
+        tp: &TopicPartition,
+        data: Option<Bytes>,
+        out: &mut Vec<ConsumerRecord>,
+    ) {
+        let Some(mut data) = data else { return };
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        let Some(mut position) = state.position else {
+            return;
+        };
+        // A partial batch at the end of a fetch does not decode: keep what did.
+        let sets = match RecordBatchDecoder::decode_all(&mut data) {
+            Ok(sets) => sets,
+            Err(error) => {
+                tracing::debug!(%error, partition = %tp, "undecodable fetch data");
+                return;
+            }
+        };
+        let limit = self.config.max_poll_records;
+        for record in sets.into_iter().flat_map(|set| set.records) {
+            if record.control || record.offset < position.0 {
+                if record.control && record.offset >= position.0 {
+                    position = Offset(record.offset + 1);
+                }
+                continue;
+            }
+            if out.len() >= limit {
+                break;
+            }
+            position = Offset(record.offset + 1);
+            state.last_record_epoch = Some(LeaderEpoch(record.partition_leader_epoch));
+            out.push(ConsumerRecord {
+                partition: tp.clone(),
+                offset: Offset(record.offset),
+                leader_epoch: LeaderEpoch(record.partition_leader_epoch),
+                timestamp_ms: record.timestamp,
+                key: record.key,
+                value: record.value,
+                headers: record
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            });
+        }
+        state.position = Some(position);
+    }
+
+    fn out_of_range(&mut self, tp: &TopicPartition) -> Result<()> {
+        let policy = self.config.auto_offset_reset;
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return Ok(());
+        };
+        let offset = state.position.unwrap_or(Offset(-1));
+        match policy {
+            AutoOffsetReset::None => Err(Error::OffsetOutOfRange {
+                partition: tp.clone(),
+                offset,
+            }),
+            AutoOffsetReset::Earliest | AutoOffsetReset::Latest => {
+                tracing::info!(partition = %tp, offset = offset.0, "offset out of range: resetting");
+                state.position = None;
+                state.reset = Some(if policy == AutoOffsetReset::Earliest {
+                    SeekTo::Earliest
+                } else {
+                    SeekTo::Latest
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Resolves `Earliest`/`Latest` seeks and missing positions with ListOffsets.
+    async fn reset_positions(&mut self) -> Result<()> {
+        let policy = self.config.auto_offset_reset;
+        let mut wanted: Vec<(TopicPartition, i64)> = Vec::new();
+        for (tp, state) in &self.partitions {
+            if state.position.is_some() {
+                continue;
+            }
+            let target = match (state.reset, policy) {
+                (Some(SeekTo::Earliest), _) | (None, AutoOffsetReset::Earliest) => -2,
+                (Some(SeekTo::Latest), _) | (None, AutoOffsetReset::Latest) => -1,
+                (Some(SeekTo::Offset(_)), _) => continue,
+                (None, AutoOffsetReset::None) => {
+                    return Err(Error::OffsetOutOfRange {
+                        partition: tp.clone(),
+                        offset: Offset(-1),
+                    });
+                }
+            };
+            wanted.push((tp.clone(), target));
+        }
+        for (tp, timestamp) in wanted {
+            let Some((leader, epoch)) = self.cluster.with_metadata(|m| m.leader(&tp)) else {
+                continue;
+            };
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_isolation_level(0)
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![
+                            ListOffsetsPartition::default()
+                                .with_partition_index(tp.partition.0)
+                                .with_current_leader_epoch(epoch.0)
+                                .with_timestamp(timestamp),
+                        ]),
+                ]);
+            let answer = match self.cluster.connection(leader).await {
+                Ok(connection) => {
+                    connection
+                        .send(ApiKey::ListOffsets, &request, self.config.request_timeout)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            let response = match answer {
+                Ok(response) => response,
+                Err(error) if error.is_retriable() => {
+                    self.cluster.invalidate_leader(&tp);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let Some(partition) = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .next()
+            else {
+                continue;
+            };
+            if partition.error_code != 0 {
+                if classify_code(partition.error_code).is_some_and(|c| c.retriable) {
+                    self.cluster.invalidate_leader(&tp);
+                    continue;
+                }
+                return Err(Error::broker(
+                    "ListOffsets",
+                    partition.error_code,
+                    Some(tp.to_string()),
+                ));
+            }
+            if let Some(state) = self.partitions.get_mut(&tp) {
+                state.position = Some(Offset(partition.offset));
+                state.reset = None;
+                state.validated_epoch = Some(epoch);
+            }
+        }
+        Ok(())
+    }
+
+    /// KIP-320 validation after a leader epoch change (see module doc).
+    async fn validate_positions(&mut self) -> Result<()> {
+        let mut to_validate = Vec::new();
+        let mut trivially_valid = Vec::new();
+        for (tp, state) in &self.partitions {
+            let Some((leader, epoch)) = self.cluster.with_metadata(|m| m.leader(tp)) else {
+                continue;
+            };
+            if state.validated_epoch.is_some_and(|v| v >= epoch) {
+                continue;
+            }
+            match (state.position, state.last_record_epoch) {
+                (Some(position), Some(last_epoch)) if last_epoch.0 >= 0 => {
+                    to_validate.push((tp.clone(), leader, epoch, position, last_epoch));
+                }
+                _ => {
+                    // Nothing consumed yet in a known epoch: nothing to validate against.
+                    trivially_valid.push((tp.clone(), epoch));
+                }
+            }
+        }
+        for (tp, epoch) in trivially_valid {
+            if let Some(state) = self.partitions.get_mut(&tp) {
+                state.validated_epoch = Some(epoch);
+            }
+        }
+        for (tp, leader, epoch, position, last_epoch) in to_validate {
+            let connection = match self.cluster.connection(leader).await {
+                Ok(connection) => connection,
+                Err(_) => continue,
+            };
+            if connection.version(ApiKey::OffsetForLeaderEpoch).is_none() {
+                if let Some(state) = self.partitions.get_mut(&tp) {
+                    state.validated_epoch = Some(epoch);
+                }
+                continue;
+            }
+            let request = OffsetForLeaderEpochRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_topics(vec![
+                    OffsetForLeaderTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![
+                            OffsetForLeaderPartition::default()
+                                .with_partition(tp.partition.0)
+                                .with_current_leader_epoch(epoch.0)
+                                .with_leader_epoch(last_epoch.0),
+                        ]),
+                ]);
+            let Ok(response) = connection
+                .send(
+                    ApiKey::OffsetForLeaderEpoch,
+                    &request,
+                    self.config.request_timeout,
+                )
+                .await
+            else {
+                continue;
+            };
+            let Some(answer) = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .next()
+            else {
+                continue;
+            };
+            if answer.error_code != 0 {
+                self.cluster.invalidate_leader(&tp);
+                continue;
+            }
+            if let Some(divergent) =
+                truncation_point(position, last_epoch, answer.leader_epoch, answer.end_offset)
+            {
+                if self.config.auto_offset_reset == AutoOffsetReset::None {
+                    return Err(Error::LogTruncation {
+                        partition: tp,
+                        position,
+                        divergent_offset: divergent,
+                    });
+                }
+                tracing::warn!(partition = %tp, position = position.0, divergent = divergent.0, "log truncation detected");
+                self.truncations.push(Truncation {
+                    partition: tp.clone(),
+                    position,
+                    divergent_offset: divergent,
+                });
+                if let Some(state) = self.partitions.get_mut(&tp) {
+                    state.position = Some(divergent);
+                }
+            }
+            if let Some(state) = self.partitions.get_mut(&tp) {
+                state.validated_epoch = Some(epoch);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's rule: the position diverged when the leader's end offset for our last epoch is
+/// below the position, or the leader knows only an older epoch (then its end offset is the
+/// divergence point as well). `None` when the position is consistent.
+pub fn truncation_point(
+    position: Offset,
+    last_epoch: LeaderEpoch,
+    leader_epoch: i32,
+    end_offset: i64,
+) -> Option<Offset> {
+    if end_offset < 0 {
+        return None; // UNDEFINED_EPOCH_OFFSET: the leader cannot tell.
+    }
+    if end_offset < position.0 || leader_epoch < last_epoch.0 {
+        Some(Offset(end_offset.min(position.0)))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_is_detected_when_the_epoch_ends_below_the_position() {
+        assert_eq!(truncation_point(Offset(10), LeaderEpoch(3), 3, 12), None);
+        assert_eq!(truncation_point(Offset(10), LeaderEpoch(3), 3, 10), None);
+        assert_eq!(
+            truncation_point(Offset(10), LeaderEpoch(3), 3, 7),
+            Some(Offset(7))
+        );
+        assert_eq!(
+            truncation_point(Offset(10), LeaderEpoch(3), 2, 8),
+            Some(Offset(8))
+        );
+        assert_eq!(truncation_point(Offset(10), LeaderEpoch(3), -1, -1), None);
+    }
+
+    #[test]
+    fn seek_on_an_unassigned_partition_is_an_error() {
+        let mut consumer =
+            Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        assert!(matches!(
+            consumer.seek(&tp, SeekTo::Earliest),
+            Err(Error::NotAssigned { .. })
+        ));
+        consumer.assign([tp.clone()]);
+        consumer.seek(&tp, SeekTo::Offset(Offset(5))).unwrap();
+        assert_eq!(consumer.position(&tp), Some(Offset(5)));
+    }
+}
