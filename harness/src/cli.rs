@@ -21,8 +21,51 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run one test: start a cluster, drive the queue workload under faults, check, store.
+    Run(RunArgs),
     /// Re-check a stored run or a history file offline and write report.json beside it.
     Check(CheckArgs),
+}
+
+/// Arguments of `logjam run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Number of nodes (each combined broker and controller).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Seconds of workload under faults (then heal, recover and read back).
+    #[arg(long, default_value_t = 60)]
+    pub time_limit: u64,
+    /// Target client operations per second, over all processes.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// Client processes.
+    #[arg(long, default_value_t = 5)]
+    pub concurrency: u32,
+    /// Keys, i.e. partitions of the workload's topic.
+    #[arg(long, default_value_t = 4)]
+    pub keys: u32,
+    /// Faults, comma-separated: kill, pause (partition, power-loss, corrupt and disk-full
+    /// need the namespace lab); `none` for a fault-free run.
+    #[arg(long, default_value = "kill,pause")]
+    pub nemesis: String,
+    /// Seconds between a fault and its undo, and between an undo and the next fault.
+    #[arg(long, default_value_t = 5)]
+    pub nemesis_interval: u64,
+    /// The seed of the workload and fault schedule (default: from the clock; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// A setting, `key=value`, repeatable: node properties (min.insync.replicas,
+    /// unclean.leader.election.enable, log.flush.interval.messages, ...), client properties
+    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default 3).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Where runs are stored.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// The logjam-node binary (default: beside this executable).
+    #[arg(long)]
+    pub node_binary: Option<PathBuf>,
 }
 
 /// Arguments of `logjam check`.

@@ -4,6 +4,8 @@
 
 mod check;
 mod cli;
+mod lab;
+mod run;
 
 use std::process::ExitCode;
 
@@ -19,6 +21,7 @@ fn main() -> ExitCode {
         .init();
     let outcome = match cli.command {
         cli::Command::Check(args) => check::run(&args),
+        cli::Command::Run(args) => run::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

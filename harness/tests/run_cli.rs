@@ -1,0 +1,194 @@
+//! `logjam run` end to end through the real binaries: a short run with kill and pause faults
+//! against a real node process stores a complete, well-formed run whose every fault has its
+//! undo, and gets a verdict; Ctrl-C leaves no node process behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use logjam_history::{Function, HistoryReader, Op, Process};
+
+/// Builds `logjam-node` (the harness never links it) and returns its path.
+fn node_binary() -> PathBuf {
+    let logjam = PathBuf::from(env!("CARGO_BIN_EXE_logjam"));
+    let node = logjam.with_file_name("logjam-node");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "logjam-node"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building logjam-node failed");
+    assert!(node.is_file(), "{} missing after the build", node.display());
+    node
+}
+
+fn logjam_run(results: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_logjam"));
+    command
+        .arg("run")
+        .arg("--results-dir")
+        .arg(results)
+        .arg("--node-binary")
+        .arg(node_binary())
+        .args([
+            "--nodes",
+            "1",
+            "--set",
+            "replication.factor=1",
+            "--seed",
+            "7",
+        ])
+        .args(extra);
+    command
+}
+
+fn read_history(path: &Path) -> Vec<Op> {
+    let reader = HistoryReader::open(path).expect("history opens");
+    assert_eq!(reader.header().workload, "queue");
+    reader
+        .map(|op| op.expect("every line is well formed"))
+        .collect()
+}
+
+#[test]
+fn short_run_with_kill_and_pause_stores_a_checked_run() {
+    let results = tempfile::tempdir().unwrap();
+    let output = logjam_run(
+        results.path(),
+        &[
+            "--time-limit",
+            "8",
+            "--nemesis",
+            "kill,pause",
+            "--nemesis-interval",
+            "1",
+            "--rate",
+            "200",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a single node under kill -9 and pause loses nothing\n{stdout}\n{stderr}"
+    );
+
+    let run = results.path().join("latest");
+    for file in [
+        "run.json",
+        "history.jsonl",
+        "report.json",
+        "summary.txt",
+        "n1/node.log",
+        "n1/server.properties",
+    ] {
+        assert!(
+            run.join(file).is_file(),
+            "{file} missing from the stored run"
+        );
+    }
+    let run_json = std::fs::read_to_string(run.join("run.json")).unwrap();
+    assert!(
+        run_json.contains("logjam run --seed 7"),
+        "run.json has the replay command: {run_json}"
+    );
+
+    let ops = read_history(&run.join("history.jsonl"));
+    assert!(
+        ops.windows(2)
+            .all(|pair| pair[0].index < pair[1].index && pair[0].time_ns <= pair[1].time_ns)
+    );
+    let faults: Vec<&Op> = ops
+        .iter()
+        .filter(|op| op.process == Process::Nemesis)
+        .collect();
+    assert!(
+        faults.len() >= 4,
+        "at least two faults with their undos: {}",
+        faults.len()
+    );
+    // Every fault is followed by its undo on the same target before the next fault.
+    for pair in faults.chunks(2) {
+        let [fault, undo] = pair else {
+            panic!("a fault without its undo: {:?}", pair[0])
+        };
+        let expected = match fault.f {
+            Function::Kill => Function::Restart,
+            Function::Pause => Function::Resume,
+            ref other => panic!("unexpected fault {other:?}"),
+        };
+        assert_eq!(undo.f, expected);
+        assert_eq!(fault.value, undo.value, "the undo targets the faulted node");
+    }
+    let final_polls = ops.iter().filter(|op| op.f == Function::FinalPoll).count();
+    assert!(final_polls > 0, "the final phase read the partitions back");
+    let report = std::fs::read_to_string(run.join("report.json")).unwrap();
+    assert!(report.contains("\"verdict\": \"valid\""), "{report}");
+}
+
+fn node_processes_under(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let cmdline = std::fs::read(entry.ok()?.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.contains("logjam-node") && cmdline.contains(&needle)).then_some(cmdline)
+        })
+        .collect()
+}
+
+fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sigint_leaves_no_node_process_behind() {
+    let results = tempfile::tempdir().unwrap();
+    let mut child: Child = logjam_run(
+        results.path(),
+        &["--time-limit", "120", "--nemesis", "none"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for("the node to start and the workload to run", || {
+        let history = std::fs::read_dir(results.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|entry| entry.path().join("history.jsonl"))
+            .find(|path| path.is_file());
+        history.is_some_and(|path| {
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .lines()
+                .count()
+                > 20
+        })
+    });
+    assert!(
+        !node_processes_under(results.path()).is_empty(),
+        "the node runs during the test"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "an interrupted run is a harness failure, not a verdict"
+    );
+    wait_for("node processes to go away", || {
+        node_processes_under(results.path()).is_empty()
+    });
+}

@@ -1,0 +1,18 @@
+//! Workloads: seeded generators of operations, and the client adapters that run them against
+//! the cluster through `logjam-client` and record every invoke and completion into the
+//! history. Workloads never see the cluster's processes or the lab: only the client.
+//!
+//! # Layout
+//!
+//! - [`recorder`]: the single writer of `history.jsonl`.
+//! - [`queue`]: Jepsen's queue workload (send / poll / assign / crash, final reads).
+//!
+//! ```text
+//!  QueueGenerator ──Invocation──▶ QueueClient ──logjam-client──▶ cluster
+//!   (seeded, pure)                   │ invoke / ok / fail / info
+//!                                    ▼
+//!                                 Recorder ──▶ history.jsonl ──▶ logjam-checkers
+//! ```
+
+pub mod queue;
+pub mod recorder;

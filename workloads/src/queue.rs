@@ -1,0 +1,447 @@
+//! The queue workload, as in Jepsen's Kafka test: client processes send unique values to keys
+//! (one key = one partition of the workload's topic) and poll them back through assigned
+//! consumers; clients crash and are replaced; a final phase reads every partition from its
+//! start until it has seen the highest offset any op observed.
+//!
+//! Two halves:
+//!
+//! - [`QueueGenerator`]: pure and seeded, one per process, so a process's op sequence replays
+//!   from the seed whatever the interleaving. Values are unique per key because each process
+//!   draws from its own residue class (`count * MAX_PROCESSES + process`).
+//! - [`QueueClient`]: runs one logical process against the cluster through `logjam-client`,
+//!   recording every invoke and completion. `fail` only when the client says the outcome is
+//!   definite (`Certainty::Definite`); otherwise `info`, after which, as in Jepsen, the process
+//!   is retired and a fresh one (new id, new producer and consumer) takes its place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use logjam_client::consumer::{Consumer, SeekTo};
+use logjam_client::ids::TopicPartition;
+use logjam_client::outcome::Certainty;
+use logjam_client::producer::{Producer, ProducerRecord};
+use logjam_history::{
+    Function, Key, KeyReads, MicroOp, OpType, OpValue, Process, ProcessId, Record, Value,
+};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::recorder::{RecordError, Recorder};
+
+/// Processes a run may have over its lifetime (ids are retired after indeterminate ops).
+pub const MAX_PROCESSES: i64 = 1 << 20;
+
+/// One operation a process will invoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Send `value` to `key`.
+    Send {
+        /// The key (partition).
+        key: Key,
+        /// The value, unique per key.
+        value: Value,
+    },
+    /// One consumer poll.
+    Poll,
+    /// Replace the consumer's assignment.
+    Assign {
+        /// The keys to assign.
+        keys: Vec<Key>,
+    },
+    /// Throw the client away and start a fresh one.
+    Crash,
+}
+
+/// The seeded op source of one process.
+#[derive(Debug)]
+pub struct QueueGenerator {
+    rng: StdRng,
+    process: i64,
+    keys: u32,
+    sent: i64,
+}
+
+impl QueueGenerator {
+    /// The generator of `process` in a run seeded with `seed`, over `keys` keys.
+    pub fn new(seed: u64, process: u64, keys: u32) -> QueueGenerator {
+        let mixed = seed ^ process.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        QueueGenerator {
+            rng: StdRng::seed_from_u64(mixed),
+            process: process as i64 % MAX_PROCESSES,
+            keys: keys.max(1),
+            sent: 0,
+        }
+    }
+
+    /// The next operation: half sends, about 45% polls, 4% re-assignments, 1% crashes.
+    pub fn next_invocation(&mut self) -> Invocation {
+        let roll: u32 = self.rng.random_range(0..100);
+        match roll {
+            0..50 => {
+                let key = Key(i64::from(self.rng.random_range(0..self.keys)));
+                self.sent += 1;
+                Invocation::Send {
+                    key,
+                    value: Value(self.sent * MAX_PROCESSES + self.process),
+                }
+            }
+            50..95 => Invocation::Poll,
+            95..99 => {
+                let keys = (0..self.keys)
+                    .filter(|_| self.rng.random_bool(0.5))
+                    .map(|key| Key(i64::from(key)))
+                    .collect::<Vec<_>>();
+                let keys = if keys.is_empty() { vec![Key(0)] } else { keys };
+                Invocation::Assign { keys }
+            }
+            _ => Invocation::Crash,
+        }
+    }
+}
+
+/// Client settings of a queue run.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// The topic whose partitions are the keys.
+    pub topic: String,
+    /// Number of keys (= partitions).
+    pub keys: u32,
+    /// Producer properties (Kafka names), `bootstrap.servers` included.
+    pub producer: Vec<(String, String)>,
+    /// Consumer properties (Kafka names), `bootstrap.servers` included.
+    pub consumer: Vec<(String, String)>,
+    /// How long one poll waits for records.
+    pub poll_timeout: Duration,
+    /// How long a send may take before it is recorded as indeterminate.
+    pub send_timeout: Duration,
+}
+
+/// The highest offset any ok op observed per key: the target of the final reads.
+#[derive(Debug, Default)]
+pub struct Targets {
+    highest: BTreeMap<i64, AtomicI64>,
+}
+
+impl Targets {
+    /// Targets for `keys` keys, all "nothing seen yet".
+    pub fn new(keys: u32) -> Targets {
+        Targets {
+            highest: (0..i64::from(keys))
+                .map(|key| (key, AtomicI64::new(-1)))
+                .collect(),
+        }
+    }
+
+    fn observe(&self, key: Key, offset: i64) {
+        if let Some(highest) = self.highest.get(&key.0) {
+            highest.fetch_max(offset, Ordering::Relaxed);
+        }
+    }
+
+    /// The highest offset seen for each key (-1 when none).
+    pub fn snapshot(&self) -> BTreeMap<i64, i64> {
+        self.highest
+            .iter()
+            .map(|(key, offset)| (*key, offset.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+/// A logical client process.
+pub struct QueueClient {
+    process: ProcessId,
+    concurrency: u64,
+    settings: Arc<QueueSettings>,
+    recorder: Arc<Recorder>,
+    targets: Arc<Targets>,
+    producer: Option<Producer>,
+    consumer: Option<Consumer>,
+}
+
+impl std::fmt::Debug for QueueClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueClient")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+fn properties(list: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    list.iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+}
+
+impl QueueClient {
+    /// Process `process` of `concurrency` (its successors are `process + k * concurrency`).
+    pub fn new(
+        process: u64,
+        concurrency: u64,
+        settings: Arc<QueueSettings>,
+        recorder: Arc<Recorder>,
+        targets: Arc<Targets>,
+    ) -> QueueClient {
+        QueueClient {
+            process: ProcessId(process),
+            concurrency,
+            settings,
+            recorder,
+            targets,
+            producer: None,
+            consumer: None,
+        }
+    }
+
+    /// The process id ops are recorded under now.
+    pub fn process(&self) -> ProcessId {
+        self.process
+    }
+
+    fn partition(&self, key: Key) -> TopicPartition {
+        TopicPartition::new(self.settings.topic.clone(), key.0 as i32)
+    }
+
+    fn record(
+        &self,
+        op_type: OpType,
+        f: Function,
+        value: OpValue,
+        error: Option<String>,
+    ) -> Result<(), RecordError> {
+        self.recorder
+            .record(
+                Process::Client(self.process),
+                op_type,
+                f,
+                value,
+                error.map(Into::into),
+            )
+            .map(drop)
+    }
+
+    /// Retires this process after an indeterminate op: drops its clients and takes the next
+    /// id, as Jepsen does, so no process ever has two ops open.
+    async fn retire(&mut self) {
+        if let Some(producer) = self.producer.take() {
+            producer.close().await;
+        }
+        self.consumer = None;
+        self.process = ProcessId(self.process.0 + self.concurrency);
+    }
+
+    fn producer(&mut self) -> Result<&Producer, String> {
+        if self.producer.is_none() {
+            let producer = Producer::from_properties(properties(&self.settings.producer))
+                .map_err(|error| format!("producer: {error}"))?;
+            self.producer = Some(producer);
+        }
+        Ok(self.producer.as_ref().expect("just created"))
+    }
+
+    fn consumer(&mut self) -> Result<&mut Consumer, String> {
+        if self.consumer.is_none() {
+            let mut consumer = Consumer::from_properties(properties(&self.settings.consumer))
+                .map_err(|error| format!("consumer: {error}"))?;
+            consumer.assign((0..self.settings.keys).map(|key| self.partition(Key(i64::from(key)))));
+            self.consumer = Some(consumer);
+        }
+        Ok(self.consumer.as_mut().expect("just created"))
+    }
+
+    /// Invokes one operation and records its invoke and completion.
+    ///
+    /// # Errors
+    /// Only when the history cannot be written; cluster errors become `fail`/`info` ops.
+    pub async fn invoke(&mut self, invocation: Invocation) -> Result<(), RecordError> {
+        match invocation {
+            Invocation::Send { key, value } => self.send(key, value).await,
+            Invocation::Poll => self.poll(Function::Poll).await,
+            Invocation::Assign { keys } => {
+                let value = OpValue::Keys(keys.clone());
+                self.record(OpType::Invoke, Function::Assign, value.clone(), None)?;
+                let partitions: Vec<TopicPartition> =
+                    keys.iter().map(|key| self.partition(*key)).collect();
+                match self.consumer() {
+                    Ok(consumer) => {
+                        consumer.assign(partitions);
+                        self.record(OpType::Ok, Function::Assign, value, None)
+                    }
+                    Err(error) => self.record(OpType::Fail, Function::Assign, value, Some(error)),
+                }
+            }
+            Invocation::Crash => {
+                self.record(OpType::Invoke, Function::Crash, OpValue::Null, None)?;
+                self.record(OpType::Info, Function::Crash, OpValue::Null, None)?;
+                self.retire().await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn send(&mut self, key: Key, value: Value) -> Result<(), RecordError> {
+        let micro = |offset| OpValue::MicroOps(vec![MicroOp::Send { key, value, offset }]);
+        self.record(OpType::Invoke, Function::Send, micro(None), None)?;
+        let record = ProducerRecord::new(self.settings.topic.clone(), value.0.to_string())
+            .with_partition(key.0 as i32);
+        let timeout = self.settings.send_timeout;
+        let outcome = match self.producer() {
+            Err(error) => Err((Certainty::Definite, error)),
+            Ok(producer) => match tokio::time::timeout(timeout, producer.send(record)).await {
+                Err(_) => Err((
+                    Certainty::Indefinite,
+                    "send() blocked past the timeout".to_owned(),
+                )),
+                Ok(Err(error)) => Err((error.certainty(), error.to_string())),
+                Ok(Ok(delivery)) => match tokio::time::timeout(timeout, delivery).await {
+                    Err(_) => Err((
+                        Certainty::Indefinite,
+                        "no acknowledgement in time".to_owned(),
+                    )),
+                    Ok(Err(error)) => Err((error.certainty, error.to_string())),
+                    Ok(Ok(metadata)) => Ok(metadata.offset.map(|offset| offset.0)),
+                },
+            },
+        };
+        match outcome {
+            Ok(offset) => {
+                if let Some(offset) = offset {
+                    self.targets.observe(key, offset);
+                }
+                self.record(
+                    OpType::Ok,
+                    Function::Send,
+                    micro(offset.map(logjam_history::Offset)),
+                    None,
+                )
+            }
+            Err((Certainty::Definite, error)) => {
+                self.record(OpType::Fail, Function::Send, micro(None), Some(error))
+            }
+            Err((Certainty::Indefinite, error)) => {
+                self.record(OpType::Info, Function::Send, micro(None), Some(error))?;
+                self.retire().await;
+                Ok(())
+            }
+        }
+    }
+
+    /// One poll, recorded as `f` (`poll`, or `final-poll` in the final phase). A failed poll
+    /// changed nothing on the cluster, so it is a definite `fail`.
+    async fn poll(&mut self, f: Function) -> Result<(), RecordError> {
+        let invoke = OpValue::MicroOps(vec![MicroOp::Poll { reads: None }]);
+        self.record(OpType::Invoke, f.clone(), invoke.clone(), None)?;
+        let timeout = self.settings.poll_timeout;
+        let polled = match self.consumer() {
+            Err(error) => Err(error),
+            Ok(consumer) => consumer
+                .poll(timeout)
+                .await
+                .map_err(|error| error.to_string()),
+        };
+        match polled {
+            Err(error) => self.record(OpType::Fail, f, invoke, Some(error)),
+            Ok(records) => {
+                let mut by_key: BTreeMap<i64, Vec<Record>> = BTreeMap::new();
+                for record in records {
+                    let key = i64::from(record.partition.partition.0);
+                    let value = record
+                        .value
+                        .as_deref()
+                        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                        .and_then(|text| text.parse::<i64>().ok())
+                        .unwrap_or(i64::MIN);
+                    self.targets.observe(Key(key), record.offset.0);
+                    by_key.entry(key).or_default().push(Record {
+                        offset: logjam_history::Offset(record.offset.0),
+                        value: Value(value),
+                    });
+                }
+                let reads = by_key
+                    .into_iter()
+                    .map(|(key, records)| KeyReads {
+                        key: Key(key),
+                        records,
+                    })
+                    .collect();
+                self.record(
+                    OpType::Ok,
+                    f,
+                    OpValue::MicroOps(vec![MicroOp::Poll { reads: Some(reads) }]),
+                    None,
+                )
+            }
+        }
+    }
+
+    /// The final phase of one process: a fresh consumer assigned every key from the start,
+    /// polling until every key reached `targets` or `deadline` passed.
+    ///
+    /// # Errors
+    /// Only when the history cannot be written.
+    pub async fn final_reads(
+        &mut self,
+        targets: &BTreeMap<i64, i64>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), RecordError> {
+        self.retire().await;
+        let keys: Vec<Key> = targets.keys().map(|key| Key(*key)).collect();
+        let value = OpValue::Keys(keys.clone());
+        self.record(OpType::Invoke, Function::Assign, value.clone(), None)?;
+        match self.consumer() {
+            Err(error) => return self.record(OpType::Fail, Function::Assign, value, Some(error)),
+            Ok(consumer) => {
+                let partitions: Vec<TopicPartition> = consumer.assignment();
+                for partition in &partitions {
+                    let _ = consumer.seek(partition, SeekTo::Earliest);
+                }
+            }
+        }
+        self.record(OpType::Ok, Function::Assign, value, None)?;
+        let mut reached: BTreeMap<i64, i64> = targets.keys().map(|key| (*key, -1)).collect();
+        while tokio::time::Instant::now() < deadline
+            && reached.iter().any(|(key, offset)| *offset < targets[key])
+        {
+            self.poll(Function::FinalPoll).await?;
+            if let Some(consumer) = &self.consumer {
+                for (key, offset) in reached.iter_mut() {
+                    let partition = TopicPartition::new(self.settings.topic.clone(), *key as i32);
+                    if let Some(position) = consumer.position(&partition) {
+                        *offset = position.0 - 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generators_replay_from_the_seed_and_values_are_unique_per_key() {
+        let run = |seed| {
+            let mut generator = QueueGenerator::new(seed, 3, 4);
+            (0..500)
+                .map(|_| generator.next_invocation())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(9), run(9));
+        assert_ne!(run(9), run(10));
+        let mut seen = std::collections::HashSet::new();
+        for process in 0..8 {
+            let mut generator = QueueGenerator::new(1, process, 2);
+            for _ in 0..2000 {
+                if let Invocation::Send { key, value } = generator.next_invocation() {
+                    assert!(
+                        seen.insert((key, value)),
+                        "value {value:?} of key {key:?} repeated"
+                    );
+                }
+            }
+        }
+        assert!(seen.len() > 4000, "about half the ops are sends");
+    }
+}
