@@ -30,8 +30,9 @@ pub enum Command {
 /// Arguments of `logjam run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Number of nodes (each combined broker and controller).
-    #[arg(long, default_value_t = 3)]
+    /// Number of nodes (each combined broker and controller). The default is 1 until
+    /// partition replication lands: with several nodes every partition has one replica.
+    #[arg(long, default_value_t = 1)]
     pub nodes: usize,
     /// Seconds of workload under faults (then heal, recover and read back).
     #[arg(long, default_value_t = 60)]
@@ -57,7 +58,8 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// A setting, `key=value`, repeatable: node properties (min.insync.replicas,
     /// unclean.leader.election.enable, log.flush.interval.messages, ...), client properties
-    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default 3).
+    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default 1 until
+    /// partition replication lands).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Where runs are stored.
