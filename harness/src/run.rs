@@ -48,7 +48,11 @@ const FAULTS_NOT_YET: &[&str] = &["partition", "power-loss", "corrupt", "disk-fu
 /// history that cannot be written.
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let faults = parse_faults(&args.nemesis)?;
-    let (node_settings, client_settings, replication_factor) = split_settings(&args.set)?;
+    let (node_settings, user_client_settings, replication_factor) = split_settings(&args.set)?;
+    // The node does not serve InitProducerId yet (idempotence comes with replication), and a
+    // Kafka 4 client then refuses to produce; the user may still ask for it with --set.
+    let mut client_settings = vec![("enable.idempotence".to_owned(), "false".to_owned())];
+    client_settings.extend(user_client_settings);
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -146,12 +150,7 @@ async fn drive(
         "client": client_settings.iter().cloned().collect::<BTreeMap<_, _>>(),
     });
     let recorder = Arc::new(Recorder::create(&run_dir.join("history.jsonl"), &header)?);
-    // The node does not serve InitProducerId yet (idempotence comes with replication), and a
-    // Kafka 4 client refuses to produce then; the user may still ask for it with --set.
-    let mut producer = vec![
-        ("bootstrap.servers".to_owned(), bootstrap.clone()),
-        ("enable.idempotence".to_owned(), "false".to_owned()),
-    ];
+    let mut producer = vec![("bootstrap.servers".to_owned(), bootstrap.clone())];
     producer.extend(client_settings.iter().cloned());
     let consumer = vec![
         ("bootstrap.servers".to_owned(), bootstrap.clone()),
