@@ -12,7 +12,6 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use bytes::Buf;
 use common::{NodeProcess, batch, connect, exchange, read_frame, request_frame};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -87,7 +86,11 @@ fn main() {
                                 return acked;
                             }
                             let mut response = read_frame(&mut stream).expect("node answered");
-                            response.advance(4); // correlation id (response header v0)
+                            ResponseHeader::decode(
+                                &mut response,
+                                ApiKey::Produce.response_header_version(9),
+                            )
+                            .unwrap();
                             let body = ProduceResponse::decode(&mut response, 9).unwrap();
                             assert_eq!(body.responses[0].partition_responses[0].error_code, 0);
                             outstanding -= 1;

@@ -207,6 +207,15 @@ pub static KEYS: &[KeySpec] = &[
     key_min("controller.quorum.retry.backoff.ms", Kind::Int, "20", 0),
     key_min("broker.heartbeat.interval.ms", Kind::Int, "2000", 1),
     key_min("broker.session.timeout.ms", Kind::Int, "9000", 1),
+    key_min(
+        "metadata.log.max.record.bytes.between.snapshots",
+        Kind::Long,
+        "20971520",
+        1,
+    ),
+    key_min("metadata.max.idle.interval.ms", Kind::Int, "500", 0),
+    // KIP-966's switch (Kafka 4.0: feature `eligible.leader.replicas.version`, default off).
+    key("eligible.leader.replicas.enable", Kind::Bool, "false"),
     // Groups and transactions.
     key_min("offsets.topic.replication.factor", Kind::Int, "3", 1),
     key_min("offsets.topic.num.partitions", Kind::Int, "50", 1),
@@ -231,8 +240,23 @@ pub struct Config {
     pub node_id: i32,
     /// `process.roles`.
     pub process_roles: Vec<String>,
-    /// The address to listen on, from the first entry of `listeners`.
+    /// The client listener's address: the first entry of `listeners` that is not a
+    /// controller listener (the controller listener itself on a controller-only node).
     pub listen_address: SocketAddr,
+    /// The controller listener (named in `controller.listener.names`, default `CONTROLLER`),
+    /// if one is configured.
+    pub controller_listen_address: Option<SocketAddr>,
+    /// `controller.quorum.voters` as `node.id → address`. Empty when unset: the node is then
+    /// a one-voter quorum by itself (it must have the controller role).
+    pub voters: BTreeMap<i32, SocketAddr>,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`.
+    pub broker_session_timeout_ms: u64,
+    /// `eligible.leader.replicas.enable` (KIP-966).
+    pub eligible_leader_replicas_enable: bool,
+    /// `metadata.log.dir`, else the first of `log.dirs`.
+    pub metadata_log_dir: PathBuf,
     /// The host and port given to clients in Metadata, from `advertised.listeners` or the
     /// listener itself.
     pub advertised_host: String,
@@ -352,19 +376,76 @@ impl Config {
             ));
         }
         let listeners = list(&raw["listeners"]);
-        let first = listeners
-            .first()
-            .ok_or_else(|| invalid("listeners", "no listener given"))?;
-        let (host, port) = parse_listener(first)
-            .ok_or_else(|| invalid("listeners", "expected NAME://host:port"))?;
-        let bind_host = if host.is_empty() {
-            "0.0.0.0"
-        } else {
-            host.as_str()
+        if listeners.is_empty() {
+            return Err(invalid("listeners", "no listener given"));
+        }
+        let controller_names = raw
+            .get("controller.listener.names")
+            .map_or_else(|| vec!["CONTROLLER".to_owned()], |names| list(names));
+        let is_controller_listener = |listener: &str| {
+            listener
+                .split_once("://")
+                .is_some_and(|(name, _)| controller_names.iter().any(|n| n == name))
         };
-        let listen_address: SocketAddr = format!("{bind_host}:{port}")
-            .parse()
-            .map_err(|_| invalid("listeners", "the host must be an IP address"))?;
+        let bind = |listener: &str| -> Result<(String, u16, SocketAddr), ConfigError> {
+            let (host, port) = parse_listener(listener)
+                .ok_or_else(|| invalid("listeners", "expected NAME://host:port"))?;
+            let bind_host = if host.is_empty() {
+                "0.0.0.0"
+            } else {
+                host.as_str()
+            };
+            let address: SocketAddr = format!("{bind_host}:{port}")
+                .parse()
+                .map_err(|_| invalid("listeners", "the host must be an IP address"))?;
+            Ok((host, port, address))
+        };
+        let controller_listen_address = listeners
+            .iter()
+            .find(|l| is_controller_listener(l))
+            .map(|l| bind(l).map(|(_, _, address)| address))
+            .transpose()?;
+        let client = listeners
+            .iter()
+            .find(|l| !is_controller_listener(l))
+            .unwrap_or(&listeners[0]);
+        let (host, port, listen_address) = bind(client)?;
+        let mut voters = BTreeMap::new();
+        if let Some(value) = raw.get("controller.quorum.voters") {
+            for voter in list(value) {
+                let parsed = voter.split_once('@').and_then(|(id, address)| {
+                    let id: i32 = id.trim().parse().ok()?;
+                    let address = std::net::ToSocketAddrs::to_socket_addrs(address.trim())
+                        .ok()?
+                        .next()?;
+                    Some((id, address))
+                });
+                let (id, address) = parsed.ok_or_else(|| {
+                    invalid("controller.quorum.voters", "expected id@host:port,...")
+                })?;
+                voters.insert(id, address);
+            }
+        }
+        let node_id = int("node.id") as i32;
+        let is_controller = process_roles.iter().any(|role| role == "controller");
+        if voters.is_empty() && !is_controller {
+            return Err(invalid(
+                "controller.quorum.voters",
+                "a broker-only node needs the controller voters",
+            ));
+        }
+        if is_controller && !voters.is_empty() && !voters.contains_key(&node_id) {
+            return Err(invalid(
+                "controller.quorum.voters",
+                "a controller must be one of the voters",
+            ));
+        }
+        if is_controller && voters.len() > 1 && controller_listen_address.is_none() {
+            return Err(invalid(
+                "listeners",
+                "a controller of a multi-voter quorum needs a controller listener",
+            ));
+        }
         let (advertised_host, advertised_port) = match raw.get("advertised.listeners") {
             Some(value) => {
                 let first = list(value).into_iter().next().unwrap_or_default();
@@ -388,10 +469,19 @@ impl Config {
             .map(|ms| u64::try_from(ms).map_err(|_| invalid("log.flush.interval.ms", "negative")))
             .transpose()?;
         let replication_factor = int("default.replication.factor");
+        let metadata_log_dir = raw
+            .get("metadata.log.dir")
+            .map_or_else(|| log_dirs[0].clone(), PathBuf::from);
         Ok(Config {
-            node_id: int("node.id") as i32,
+            node_id,
             process_roles,
             listen_address,
+            controller_listen_address,
+            voters,
+            broker_heartbeat_interval_ms: int("broker.heartbeat.interval.ms") as u64,
+            broker_session_timeout_ms: int("broker.session.timeout.ms") as u64,
+            eligible_leader_replicas_enable: raw["eligible.leader.replicas.enable"] == "true",
+            metadata_log_dir,
             advertised_host,
             advertised_port,
             log_dirs,
@@ -417,6 +507,42 @@ impl Config {
     /// Whether this node runs the broker role.
     pub fn is_broker(&self) -> bool {
         self.process_roles.iter().any(|role| role == "broker")
+    }
+
+    /// Whether this node runs the controller role.
+    pub fn is_controller(&self) -> bool {
+        self.process_roles.iter().any(|role| role == "controller")
+    }
+
+    /// The Raft settings: `controller.quorum.*` and
+    /// `metadata.log.max.record.bytes.between.snapshots`. Without `controller.quorum.voters`
+    /// the quorum is this node alone.
+    pub fn quorum_config(&self) -> logjam_raft::QuorumConfig {
+        let voters: Vec<logjam_raft::NodeId> = if self.voters.is_empty() {
+            vec![logjam_raft::NodeId(self.node_id as u32)]
+        } else {
+            self.voters
+                .keys()
+                .map(|id| logjam_raft::NodeId(*id as u32))
+                .collect()
+        };
+        let mut quorum = logjam_raft::QuorumConfig::new(voters);
+        for key in [
+            "controller.quorum.election.timeout.ms",
+            "controller.quorum.fetch.timeout.ms",
+            "controller.quorum.election.backoff.max.ms",
+            "controller.quorum.request.timeout.ms",
+            "controller.quorum.retry.backoff.ms",
+            "controller.quorum.append.linger.ms",
+            "metadata.log.max.record.bytes.between.snapshots",
+        ] {
+            if let Some(value) = self.raw.get(key) {
+                quorum
+                    .set_property(key, value)
+                    .expect("validated as a non-negative integer");
+            }
+        }
+        quorum
     }
 
     /// The directory holding this node's partitions (the first of `log.dirs`).

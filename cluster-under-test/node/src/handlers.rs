@@ -1,4 +1,5 @@
-//! Dispatch of decoded requests to one handler per API (one file each under `handlers/`).
+//! Dispatch of decoded requests to one handler per API (one file each under `handlers/`);
+//! DescribeQuorum is forwarded to the active controller here.
 //!
 //! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
 //! no response at all (acks=0). They never see raw bytes: `frame.rs` owns decoding.
@@ -22,6 +23,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::Metadata,
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
+    ApiKey::DescribeQuorum,
 ];
 
 /// What a handler wants sent back.
@@ -47,16 +49,30 @@ pub async fn dispatch(
             ResponseKind::ApiVersions(api_versions::handle(&request, version))
         }
         RequestKind::Metadata(request) => {
-            ResponseKind::Metadata(metadata::handle(broker, &request, version))
+            ResponseKind::Metadata(metadata::handle(broker, &request, version).await)
         }
         RequestKind::CreateTopics(request) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, &request, version))
+            ResponseKind::CreateTopics(create_topics::handle(broker, request, version).await)
         }
         RequestKind::Produce(request) => {
             return produce::handle(broker, request, version).await;
         }
         RequestKind::Fetch(request) => {
             ResponseKind::Fetch(fetch::handle(broker, &request, version).await)
+        }
+        RequestKind::DescribeQuorum(request) => {
+            // Brokers forward DescribeQuorum to the active controller, as Kafka's do.
+            let forwarded = broker
+                .quorum()
+                .forward(
+                    RequestKind::DescribeQuorum(request),
+                    std::time::Duration::from_secs(5),
+                )
+                .await;
+            ResponseKind::DescribeQuorum(match forwarded {
+                Some(ResponseKind::DescribeQuorum(response)) => response,
+                _ => crate::controller::quorum::describe_quorum_response(None),
+            })
         }
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, &request))

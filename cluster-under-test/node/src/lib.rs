@@ -19,11 +19,21 @@
 //! - [`frame`]: untrusted bytes to requests and responses back; never panics on any input.
 //! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets.
 //! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
-//! - [`topics`]: the topic registry and Kafka's naming and topic-config rules.
+//! - [`topics`]: Kafka's naming and topic-config rules.
+//! - [`metadata`]: metadata records and the image brokers replay (pure).
+//! - [`controller`]: the KRaft quorum driver, the active controller's decisions, the metadata
+//!   log on disk, the controller listener, broker registration and heartbeats.
+//!
+//! Roles: `process.roles=broker,controller` (combined, the default of the lab),
+//! `broker` (an observer of the quorum that serves clients) or `controller` (no client
+//! listener). Without `controller.quorum.voters` a combined node is a one-voter quorum by
+//! itself, with no controller listener needed: that is single-node mode.
 
 pub mod broker;
 pub mod config;
+pub mod controller;
 pub mod frame;
 pub mod handlers;
+pub mod metadata;
 pub mod server;
 pub mod topics;

@@ -88,16 +88,36 @@ pub fn raise_open_files_limit() -> u64 {
     }
 }
 
-/// Opens storage, binds the listener and starts serving in the background.
+/// Opens storage, starts the metadata quorum, waits until the broker is registered and
+/// unfenced, then binds the client listener and starts serving in the background (a
+/// controller-only node binds only its controller listener).
 ///
 /// # Errors
 /// [`ServeError`] when storage cannot be opened or the address cannot be bound.
 pub async fn start(config: Config) -> Result<RunningNode, ServeError> {
     let listen = config.listen_address;
+    let is_broker = config.is_broker();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .expect("opening the broker does not panic")?;
     let broker = Arc::new(broker);
+    let (stop, stopped) = watch::channel(false);
+    if !is_broker {
+        // A controller-only node serves no client APIs: its only listener is the controller
+        // listener, owned by the quorum thread.
+        let address = broker.quorum().controller_address().unwrap_or(listen);
+        let task = tokio::spawn(async move {
+            let mut stopped = stopped;
+            let _ = stopped.changed().await;
+        });
+        tracing::info!(%address, node_id = broker.config().node_id, "serving as controller only");
+        return Ok(RunningNode {
+            address,
+            broker,
+            stop,
+            task,
+        });
+    }
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -108,7 +128,6 @@ pub async fn start(config: Config) -> Result<RunningNode, ServeError> {
         address: listen,
         source,
     })?;
-    let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(serve(Arc::clone(&broker), listener, stopped));
     tracing::info!(%address, node_id = broker.config().node_id, "serving");
     Ok(RunningNode {

@@ -1,20 +1,12 @@
-//! The topic registry of a single node: names, topic ids, partition counts and topic configs.
-//!
-//! In Kafka this is part of the metadata image that brokers replay from `__cluster_metadata`.
-//! Until the KRaft quorum exists (its own issue), a node keeps the registry in
-//! `<data dir>/logjam-topics.json`, written with write-temp, fsync, rename, so a topic created
-//! before a crash is still there after it. Validation rules (legal names, topic-level config
-//! keys) are Kafka's and stay when the registry moves into the metadata log.
+//! Kafka's topic rules (legal names, topic-level config keys and values) and [`TopicInfo`], the
+//! summary of a topic that handlers work with. The topics themselves live in the metadata
+//! image replayed from `__cluster_metadata` (see [`crate::metadata`]); the controller applies
+//! these rules before it writes a `TopicRecord`.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-/// File name of the registry inside the node's data directory.
-pub const REGISTRY_FILE: &str = "logjam-topics.json";
 
 /// Kafka's limit on topic name length.
 pub const TOPIC_NAME_MAX_LENGTH: usize = 249;
@@ -148,105 +140,6 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicError> {
     }
 }
 
-/// Why the registry file could not be loaded or saved.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    /// Reading or writing the file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The file exists but is not a registry.
-    #[error("{path}: malformed topic registry: {source}")]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// The parse error (it names line and column).
-        source: serde_json::Error,
-    },
-}
-
-/// The set of topics, persisted on every change.
-#[derive(Debug)]
-pub struct TopicRegistry {
-    path: PathBuf,
-    topics: BTreeMap<String, TopicInfo>,
-}
-
-impl TopicRegistry {
-    /// Loads the registry from `data_dir`, or starts an empty one.
-    ///
-    /// # Errors
-    /// [`RegistryError`] when the file exists but cannot be read or parsed.
-    pub fn open(data_dir: &Path) -> Result<TopicRegistry, RegistryError> {
-        let path = data_dir.join(REGISTRY_FILE);
-        let topics = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<Vec<TopicInfo>>(&bytes)
-                .map_err(|source| RegistryError::Malformed {
-                    path: path.clone(),
-                    source,
-                })?
-                .into_iter()
-                .map(|topic| (topic.name.clone(), topic))
-                .collect(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(source) => return Err(RegistryError::Io { path, source }),
-        };
-        Ok(TopicRegistry { path, topics })
-    }
-
-    /// The topic called `name`.
-    pub fn by_name(&self, name: &str) -> Option<&TopicInfo> {
-        self.topics.get(name)
-    }
-
-    /// The topic with id `id`.
-    pub fn by_id(&self, id: Uuid) -> Option<&TopicInfo> {
-        self.topics.values().find(|topic| topic.id == id)
-    }
-
-    /// All topics, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &TopicInfo> {
-        self.topics.values()
-    }
-
-    /// Adds a topic and persists the registry before returning, so an acknowledged
-    /// CreateTopics survives a crash.
-    ///
-    /// # Errors
-    /// [`RegistryError::Io`] when the file cannot be written; the topic is then not added.
-    pub fn insert(&mut self, topic: TopicInfo) -> Result<(), RegistryError> {
-        let mut next = self.topics.clone();
-        next.insert(topic.name.clone(), topic);
-        self.save(&next)?;
-        self.topics = next;
-        Ok(())
-    }
-
-    fn save(&self, topics: &BTreeMap<String, TopicInfo>) -> Result<(), RegistryError> {
-        let io = |source| RegistryError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let list: Vec<&TopicInfo> = topics.values().collect();
-        let bytes = serde_json::to_vec_pretty(&list).expect("topic registry serializes");
-        let temp = self.path.with_extension("json.tmp");
-        let mut file = std::fs::File::create(&temp).map_err(io)?;
-        file.write_all(&bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&temp, &self.path).map_err(io)?;
-        if let Some(parent) = self.path.parent() {
-            std::fs::File::open(parent)
-                .and_then(|dir| dir.sync_all())
-                .map_err(io)?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,26 +160,5 @@ mod tests {
         assert!(validate_topic_config("min.insync.replicas", "0").is_err());
         assert!(validate_topic_config("unclean.leader.election.enable", "maybe").is_err());
         assert!(validate_topic_config("no.such.key", "1").is_err());
-    }
-
-    #[test]
-    fn registry_survives_reopen_and_rejects_garbage() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut registry = TopicRegistry::open(dir.path()).unwrap();
-        let topic = TopicInfo {
-            name: "t".into(),
-            id: Uuid::new_v4(),
-            partitions: 3,
-            replication_factor: 1,
-            configs: BTreeMap::from([("min.insync.replicas".into(), "1".into())]),
-        };
-        registry.insert(topic.clone()).unwrap();
-        let reopened = TopicRegistry::open(dir.path()).unwrap();
-        assert_eq!(reopened.by_name("t"), Some(&topic));
-        assert_eq!(reopened.by_id(topic.id), Some(&topic));
-
-        std::fs::write(dir.path().join(REGISTRY_FILE), b"{not json").unwrap();
-        let error = TopicRegistry::open(dir.path()).unwrap_err();
-        assert!(error.to_string().contains(REGISTRY_FILE), "{error}");
     }
 }

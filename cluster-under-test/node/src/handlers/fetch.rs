@@ -76,7 +76,7 @@ fn read_once(
                 None => Err(unknown),
                 Some(topic) => broker
                     .partition(&topic.name, asked.partition)
-                    .ok_or(ResponseError::UnknownTopicOrPartition),
+                    .ok_or_else(|| broker.missing_partition_error(&topic.name, asked.partition)),
             };
             let read = partition.and_then(|partition| {
                 partition.check_leader_epoch(asked.current_leader_epoch)?;

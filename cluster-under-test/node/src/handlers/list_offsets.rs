@@ -34,8 +34,11 @@ pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsRespo
                         .with_leader_epoch(-1);
                     let Some(partition) = broker.partition(&topic.name, asked.partition_index)
                     else {
-                        return answer
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        return answer.with_error_code(
+                            broker
+                                .missing_partition_error(&topic.name, asked.partition_index)
+                                .code(),
+                        );
                     };
                     if let Err(error) = partition.check_leader_epoch(asked.current_leader_epoch) {
                         return answer.with_error_code(error.code());

@@ -1,36 +1,78 @@
-//! Metadata: brokers, the controller, and topics with their partitions' leaders and ISRs.
+//! Metadata: brokers, the controller, and topics with their partitions' leaders, epochs,
+//! replicas and ISRs, all from the broker's replayed metadata image.
 //!
-//! Requested topics that do not exist are created on the fly when the request allows it and
-//! `auto.create.topics.enable` is true (Kafka's default, and one of its dangerous ones: a typo
-//! in a topic name silently creates a new topic).
+//! Requested topics that do not exist are created on the fly (through the active controller)
+//! when the request allows it and `auto.create.topics.enable` is true (Kafka's default, and
+//! one of its dangerous ones: a typo in a topic name silently creates a new topic).
+//! Only unfenced brokers are listed, as Kafka's `MetadataCache` does; a leaderless partition
+//! carries `LEADER_NOT_AVAILABLE`. The controller id is a live broker (KRaft clients cannot
+//! reach controllers), this one.
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::{Broker, CreateTopicError};
-use crate::topics::TopicInfo;
+use crate::broker::Broker;
+use crate::metadata::{MetadataImage, TopicImage};
 
 /// Kafka's "authorized operations were not requested" marker.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 /// Describes the requested topics (all of them when the list is null).
-pub fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -> MetadataResponse {
+pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -> MetadataResponse {
+    // Auto-create what is missing first, in one CreateTopics.
+    if let Some(requested) = &request.topics
+        && request.allow_auto_topic_creation
+        && broker.config().auto_create_topics_enable
+    {
+        let image = broker.image();
+        let missing: Vec<CreatableTopic> = requested
+            .iter()
+            .filter_map(|wanted| wanted.name.clone())
+            .filter(|name| !image.topics.contains_key(name.as_str()))
+            .filter(|name| crate::topics::validate_topic_name(name).is_ok())
+            .map(|name| {
+                CreatableTopic::default()
+                    .with_name(name)
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+            })
+            .collect();
+        if !missing.is_empty() {
+            let response = broker
+                .create_topics(
+                    CreateTopicsRequest::default()
+                        .with_timeout_ms(10_000)
+                        .with_topics(missing),
+                )
+                .await;
+            for topic in response.topics.iter().filter(|t| t.error_code != 0) {
+                tracing::debug!(topic = %topic.name.0, code = topic.error_code, "auto-creation failed");
+            }
+        }
+    }
+    let image = broker.image();
     let topics = match &request.topics {
-        None => broker
-            .topics()
-            .into_iter()
-            .map(|topic| describe(broker, &topic))
+        None => image
+            .topics
+            .values()
+            .map(|topic| describe(&image, topic))
             .collect(),
         Some(requested) => requested
             .iter()
             .map(|wanted| match &wanted.name {
-                Some(name) => describe_by_name(broker, name, request.allow_auto_topic_creation),
-                None => match broker.topic_by_id(wanted.topic_id) {
-                    Some(topic) => describe(broker, &topic),
+                Some(name) => match image.topics.get(name.as_str()) {
+                    Some(topic) => describe(&image, topic),
+                    None => failed(name, ResponseError::UnknownTopicOrPartition),
+                },
+                None => match image.topic_by_id(wanted.topic_id) {
+                    Some(topic) => describe(&image, topic),
                     None => MetadataResponseTopic::default()
                         .with_topic_id(wanted.topic_id)
                         .with_error_code(ResponseError::UnknownTopicId.code())
@@ -39,65 +81,58 @@ pub fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -> Meta
             })
             .collect(),
     };
-    let config = broker.config();
-    let node = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(config.node_id))
-        .with_host(StrBytes::from_string(config.advertised_host.clone()))
-        .with_port(i32::from(config.advertised_port));
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|registration| !registration.fenced)
+        .map(|registration| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(registration.broker_id.0))
+                .with_host(StrBytes::from_string(registration.host.clone()))
+                .with_port(i32::from(registration.port))
+                .with_rack(registration.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
     MetadataResponse::default()
-        .with_brokers(vec![node])
+        .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())))
-        .with_controller_id(BrokerId(config.node_id))
+        .with_controller_id(BrokerId(broker.config().node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }
 
-fn describe_by_name(
-    broker: &Broker,
-    name: &TopicName,
-    allow_create: bool,
-) -> MetadataResponseTopic {
-    if let Some(topic) = broker.topic_by_name(name) {
-        return describe(broker, &topic);
-    }
-    let failed = |error: ResponseError| {
-        MetadataResponseTopic::default()
-            .with_name(Some(name.clone()))
-            .with_error_code(error.code())
-            .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
-    };
-    if !(allow_create && broker.config().auto_create_topics_enable) {
-        return failed(ResponseError::UnknownTopicOrPartition);
-    }
-    match broker.create_topic(name, None, None, &[]) {
-        Ok(topic) => describe(broker, &topic),
-        // Another request created it first: describe the winner.
-        Err(CreateTopicError::AlreadyExists) => match broker.topic_by_name(name) {
-            Some(topic) => describe(broker, &topic),
-            None => failed(ResponseError::UnknownTopicOrPartition),
-        },
-        Err(error) => failed(error.response_error()),
-    }
+fn failed(name: &TopicName, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(name.clone()))
+        .with_error_code(error.code())
+        .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }
 
-fn describe(broker: &Broker, topic: &TopicInfo) -> MetadataResponseTopic {
-    let partitions = (0..topic.partitions)
-        .map(|index| {
-            let answer = MetadataResponsePartition::default().with_partition_index(index);
-            match broker.partition(&topic.name, index) {
-                Some(partition) => {
-                    let replicas: Vec<BrokerId> =
-                        partition.replicas().iter().copied().map(BrokerId).collect();
-                    answer
-                        .with_leader_id(BrokerId(partition.leader()))
-                        .with_leader_epoch(partition.leader_epoch())
-                        .with_isr_nodes(partition.isr().iter().copied().map(BrokerId).collect())
-                        .with_replica_nodes(replicas)
-                }
-                None => answer
-                    .with_error_code(ResponseError::LeaderNotAvailable.code())
-                    .with_leader_id(BrokerId(-1))
-                    .with_leader_epoch(-1),
+fn describe(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(index, state)| {
+            let ids = |list: &[crate::metadata::BrokerId]| -> Vec<BrokerId> {
+                list.iter().map(|b| BrokerId(b.0)).collect()
+            };
+            let offline: Vec<BrokerId> = state
+                .replicas
+                .iter()
+                .filter(|b| !image.is_unfenced(**b))
+                .map(|b| BrokerId(b.0))
+                .collect();
+            let answer = MetadataResponsePartition::default()
+                .with_partition_index(*index)
+                .with_leader_id(BrokerId(state.leader.0))
+                .with_leader_epoch(state.leader_epoch)
+                .with_replica_nodes(ids(&state.replicas))
+                .with_isr_nodes(ids(&state.isr))
+                .with_offline_replicas(offline);
+            if state.leader.is_some() {
+                answer
+            } else {
+                answer.with_error_code(ResponseError::LeaderNotAvailable.code())
             }
         })
         .collect();

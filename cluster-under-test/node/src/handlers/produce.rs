@@ -47,7 +47,7 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
                 (_, None) => Err(ResponseError::InvalidRequiredAcks),
                 (None, _) => Err(unknown),
                 (Some(topic), Some(acks)) => match broker.partition(&topic.name, data.index) {
-                    None => Err(ResponseError::UnknownTopicOrPartition),
+                    None => Err(broker.missing_partition_error(&topic.name, data.index)),
                     Some(partition) => match data.records {
                         None => Err(ResponseError::CorruptMessage),
                         Some(records) => partition.produce(records, acks, timeout).await,

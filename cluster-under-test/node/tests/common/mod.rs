@@ -19,11 +19,14 @@ use kafka_protocol::records::{
 };
 use logjam_node::config::Config;
 
-/// A minimal config for a single node listening on `port` with data in `dir`.
+/// A minimal config for a single node listening on `port` with data in `dir`: a one-voter
+/// quorum by itself (no `controller.quorum.voters`). The broker session is shortened from
+/// Kafka's 9 s so that a node restarted after SIGKILL, which must wait out its previous
+/// incarnation's session (`DUPLICATE_BROKER_REGISTRATION`), is back within a couple of seconds.
 pub fn config_text(dir: &Path, port: u16, extra: &str) -> String {
     format!(
         "node.id=1\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-         log.dirs={}\n{extra}\n",
+         log.dirs={}\nbroker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n{extra}\n",
         dir.display()
     )
 }
@@ -160,7 +163,25 @@ impl NodeProcess {
         node
     }
 
-    fn wait_ready(&self) {
+    /// Starts the binary with the given config text in `dir`, reachable at `address` (the
+    /// client listener, or the controller listener of a controller-only node), and waits
+    /// until it accepts connections.
+    pub fn start_with_config(dir: &Path, text: &str, address: SocketAddr) -> NodeProcess {
+        std::fs::create_dir_all(dir).unwrap();
+        let config_path = dir.join("server.properties");
+        std::fs::write(&config_path, text).unwrap();
+        let child = spawn(&config_path, dir);
+        let node = NodeProcess {
+            child,
+            address,
+            dir: dir.to_owned(),
+            config_path,
+        };
+        node.wait_ready();
+        node
+    }
+
+    pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect_timeout(&self.address, Duration::from_millis(200)).is_err() {
             assert!(
@@ -205,5 +226,205 @@ fn spawn(config_path: &Path, dir: &Path) -> Child {
 impl Drop for NodeProcess {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The config of node `id` of a multi-node cluster: combined roles, a PLAINTEXT client
+/// listener and a CONTROLLER listener, every node a voter.
+pub fn cluster_config_text(
+    id: i32,
+    data_dir: &Path,
+    client_port: u16,
+    controller_port: u16,
+    voters: &str,
+    extra: &str,
+) -> String {
+    format!(
+        "node.id={id}\nprocess.roles=broker,controller\n\
+         listeners=PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}\n\
+         controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
+         log.dirs={}\n{extra}\n",
+        data_dir.display()
+    )
+}
+
+/// A cluster of `logjam-node` processes on 127.0.0.1.
+pub struct Cluster {
+    /// The nodes, node id `i + 1` at index `i`.
+    pub nodes: Vec<NodeProcess>,
+    /// Controller listener of each node, same order.
+    pub controllers: Vec<SocketAddr>,
+}
+
+impl Cluster {
+    /// Starts `size` combined nodes (ids 1..=size) under `root` and waits until each serves
+    /// clients (registered and unfenced).
+    pub fn start(root: &Path, size: usize, extra: &str) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, controller))| format!("{}@127.0.0.1:{controller}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        let mut controllers = Vec::new();
+        // Format every node with one cluster id, as `kafka-storage format --cluster-id` does:
+        // a controller refuses registrations from another cluster.
+        let cluster_id = format!("logjam-test-{}", free_port());
+        for (i, (client, controller)) in ports.iter().enumerate() {
+            let dir = root.join(format!("node{}", i + 1));
+            std::fs::create_dir_all(dir.join("data")).unwrap();
+            std::fs::write(
+                dir.join("data/meta.properties"),
+                format!("version=1\ncluster.id={cluster_id}\nnode.id={}\n", i + 1),
+            )
+            .unwrap();
+            let config_path = dir.join("server.properties");
+            let text = cluster_config_text(
+                i as i32 + 1,
+                &dir.join("data"),
+                *client,
+                *controller,
+                &voters,
+                extra,
+            );
+            std::fs::write(&config_path, text).unwrap();
+            let child = spawn(&config_path, &dir);
+            nodes.push(NodeProcess {
+                child,
+                address: format!("127.0.0.1:{client}").parse().unwrap(),
+                dir,
+                config_path,
+            });
+            controllers.push(format!("127.0.0.1:{controller}").parse().unwrap());
+        }
+        for node in &nodes {
+            node.wait_ready();
+        }
+        Cluster { nodes, controllers }
+    }
+
+    /// The node (index) whose controller answers DescribeQuorum as leader, with its epoch,
+    /// asking only the nodes in `among`.
+    pub fn leader_among(&self, among: &[usize]) -> Option<(usize, i32)> {
+        among.iter().find_map(|&i| {
+            let (leader, epoch) = describe_quorum(self.controllers[i])?;
+            (leader == i as i32 + 1).then_some((i, epoch))
+        })
+    }
+
+    /// Waits until one of `among` reports itself leader with an epoch above `above`.
+    pub fn wait_for_leader(&self, among: &[usize], above: i32, within: Duration) -> (usize, i32) {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some((i, epoch)) = self.leader_among(among)
+                && epoch > above
+            {
+                return (i, epoch);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no controller leader elected in {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// DescribeQuorum on a controller listener: `(leader id, leader epoch)` when it answers as
+/// leader; `None` when it is not the leader or is unreachable.
+pub fn describe_quorum(controller: SocketAddr) -> Option<(i32, i32)> {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+    let mut stream = TcpStream::connect_timeout(&controller, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = DescribeQuorumRequest::default().with_topics(vec![
+        TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![PartitionData::default()]),
+    ]);
+    let frame = request_frame(ApiKey::DescribeQuorum, 1, 7, &request);
+    stream.write_all(&frame).ok()?;
+    let mut response = read_frame(&mut stream)?;
+    ResponseHeader::decode(
+        &mut response,
+        ApiKey::DescribeQuorum.response_header_version(1),
+    )
+    .ok()?;
+    let body = DescribeQuorumResponse::decode(&mut response, 1).ok()?;
+    let partition = body.topics.first()?.partitions.first()?;
+    (partition.error_code == 0).then_some((partition.leader_id.0, partition.leader_epoch))
+}
+
+/// Metadata for all topics from a broker.
+pub fn metadata(address: SocketAddr) -> Option<kafka_protocol::messages::MetadataResponse> {
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let frame = request_frame(
+        ApiKey::Metadata,
+        12,
+        9,
+        &MetadataRequest::default().with_topics(None),
+    );
+    stream.write_all(&frame).ok()?;
+    let mut response = read_frame(&mut stream)?;
+    ResponseHeader::decode(&mut response, ApiKey::Metadata.response_header_version(12)).ok()?;
+    MetadataResponse::decode(&mut response, 12).ok()
+}
+
+/// Creates topics through a broker; returns the error code of each.
+pub fn create_topics(address: SocketAddr, topics: &[(&str, i32, i16)]) -> Vec<i16> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
+    let mut stream = connect(address);
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(20_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|(name, partitions, factor)| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string((*name).to_owned())))
+                        .with_num_partitions(*partitions)
+                        .with_replication_factor(*factor)
+                })
+                .collect(),
+        );
+    let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
+    response.topics.iter().map(|t| t.error_code).collect()
+}
+
+/// Waits until `check` holds, polling every 20 ms; panics with `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Cluster {
+    /// On a failing test, print the tail of every node's log.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for node in &self.nodes {
+                let log = std::fs::read_to_string(node.dir.join("node.log")).unwrap_or_default();
+                let tail: String = log
+                    .lines()
+                    .rev()
+                    .take(40)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                eprintln!("==== {} ====\n{tail}", node.dir.display());
+            }
+        }
     }
 }

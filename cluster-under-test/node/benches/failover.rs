@@ -1,0 +1,63 @@
+//! Controller failover time: three combined `logjam-node` processes with Kafka's default
+//! quorum timeouts (`controller.quorum.election.timeout.ms=1000`,
+//! `controller.quorum.fetch.timeout.ms=2000`); each trial SIGKILLs the active controller and
+//! measures until a survivor answers DescribeQuorum as leader of a newer epoch (polled every
+//! 10 ms), then restarts the killed node and waits until it serves again. Prints every trial,
+//! the median and the max.
+//!
+//! Run with `cargo bench -p logjam-node --bench failover`; `LOGJAM_FAILOVER_TRIALS` changes
+//! the number of trials (default 20).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Cluster;
+
+fn main() {
+    if std::env::args().any(|arg| arg == "--list" || arg == "--test") {
+        return;
+    }
+    let trials: usize = std::env::var("LOGJAM_FAILOVER_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(
+        root.path(),
+        3,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000",
+    );
+    let all = [0usize, 1, 2];
+    let mut times_ms = Vec::with_capacity(trials);
+    println!("| trial | killed | new leader | epoch | failover ms |");
+    println!("|---|---|---|---|---|");
+    for trial in 1..=trials {
+        let (leader, epoch) = cluster.wait_for_leader(&all, 0, Duration::from_secs(30));
+        let killed_at = Instant::now();
+        cluster.nodes[leader].kill();
+        let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
+        let (new, new_epoch) = cluster.wait_for_leader(&survivors, epoch, Duration::from_secs(30));
+        let elapsed = killed_at.elapsed().as_secs_f64() * 1000.0;
+        times_ms.push(elapsed);
+        println!(
+            "| {trial} | {} | {} | {new_epoch} | {elapsed:.0} |",
+            leader + 1,
+            new + 1
+        );
+        cluster.nodes[leader].restart();
+    }
+    times_ms.sort_by(f64::total_cmp);
+    let median = if times_ms.len() % 2 == 1 {
+        times_ms[times_ms.len() / 2]
+    } else {
+        (times_ms[times_ms.len() / 2 - 1] + times_ms[times_ms.len() / 2]) / 2.0
+    };
+    println!(
+        "\nfailover over {} trials: median {median:.0} ms, max {:.0} ms, min {:.0} ms",
+        times_ms.len(),
+        times_ms.last().copied().unwrap_or(0.0),
+        times_ms.first().copied().unwrap_or(0.0)
+    );
+}

@@ -1,0 +1,277 @@
+//! Partition leadership and ISR decisions of the active controller, as pure functions: the
+//! election order of Kafka's `PartitionChangeBuilder` (kafka-semantics §1.7), ELR maintenance
+//! (§1.8) and the change a fencing produces (§5.5). Table-driven tests below.
+//!
+//! Order of [`build_change`]'s election (`electAnyLeader`):
+//! 1. keep the current leader if it is in the target ISR and acceptable;
+//! 2. else the first replica, in assignment order, in the target ISR and acceptable;
+//! 3. else, when ELR is enabled and the target ISR is empty, the first acceptable ELR member
+//!    (a clean election: it becomes the sole ISR member and leaves the ELR);
+//! 4. else, when `unclean.leader.election.enable` is true, the first acceptable replica
+//!    (ISR := [it], `RECOVERING`, ELR and LastKnownELR cleared);
+//! 5. else no leader (-1).
+//!
+//! "Acceptable" means registered and unfenced (controlled shutdown and log-dir failures do not
+//! exist in this cluster yet).
+
+use crate::metadata::{BrokerId, LeaderRecoveryState, PartitionChangeRecord, PartitionState};
+
+/// What the election may use.
+#[derive(Clone, Copy, Debug)]
+pub struct ElectionPolicy {
+    /// KIP-966 eligible leader replicas (`eligible.leader.replicas.enable`).
+    pub elr_enabled: bool,
+    /// `unclean.leader.election.enable` for the topic (topic config, else broker config).
+    pub unclean_enabled: bool,
+    /// The topic's `min.insync.replicas`, for ELR maintenance.
+    pub min_insync_replicas: usize,
+}
+
+/// The change that moves `state` to `target_isr`, with a leader elected in Kafka's order; `None`
+/// when nothing would change. `acceptable` says whether a broker may lead or join the ISR.
+pub fn build_change(
+    state: &PartitionState,
+    target_isr: &[BrokerId],
+    acceptable: &dyn Fn(BrokerId) -> bool,
+    policy: ElectionPolicy,
+) -> Option<PartitionChangeRecord> {
+    let mut isr: Vec<BrokerId> = target_isr.to_vec();
+    let mut recovery = state.leader_recovery_state;
+    // ELR maintenance (`maybePopulateTargetElr`).
+    let (mut elr, mut last_known_elr) =
+        if !policy.elr_enabled || isr.len() >= policy.min_insync_replicas {
+            (Vec::new(), Vec::new())
+        } else {
+            let mut elr: Vec<BrokerId> = Vec::new();
+            for broker in state.elr.iter().chain(&state.isr) {
+                if !isr.contains(broker) && !elr.contains(broker) {
+                    elr.push(*broker);
+                }
+            }
+            let last_known = if isr.is_empty() && !state.isr.is_empty() && state.leader.is_some() {
+                vec![state.leader]
+            } else if isr.is_empty() {
+                state.last_known_elr.clone()
+            } else {
+                Vec::new()
+            };
+            (elr, last_known)
+        };
+    let leader =
+        if state.leader.is_some() && isr.contains(&state.leader) && acceptable(state.leader) {
+            state.leader
+        } else if let Some(first) = state
+            .replicas
+            .iter()
+            .copied()
+            .find(|replica| isr.contains(replica) && acceptable(*replica))
+        {
+            first
+        } else if let Some(member) = elr
+            .iter()
+            .copied()
+            .find(|member| policy.elr_enabled && isr.is_empty() && acceptable(*member))
+        {
+            elr.retain(|other| *other != member);
+            isr = vec![member];
+            member
+        } else if let Some(any) = state
+            .replicas
+            .iter()
+            .copied()
+            .find(|replica| policy.unclean_enabled && acceptable(*replica))
+        {
+            isr = vec![any];
+            elr.clear();
+            last_known_elr.clear();
+            recovery = LeaderRecoveryState::Recovering;
+            any
+        } else {
+            BrokerId::NONE
+        };
+    let change = PartitionChangeRecord {
+        topic_id: uuid::Uuid::nil(),
+        partition: 0,
+        leader: (leader != state.leader).then_some(leader),
+        isr: (isr != state.isr).then_some(isr),
+        elr: (elr != state.elr).then_some(elr),
+        last_known_elr: (last_known_elr != state.last_known_elr).then_some(last_known_elr),
+        leader_recovery_state: (recovery != state.leader_recovery_state).then_some(recovery),
+    };
+    let unchanged = change.leader.is_none()
+        && change.isr.is_none()
+        && change.elr.is_none()
+        && change.last_known_elr.is_none()
+        && change.leader_recovery_state.is_none();
+    (!unchanged).then_some(change)
+}
+
+/// The target ISR after `fenced` is fenced: it leaves the ISR, except as the last member
+/// standing when ELR is off (with ELR on, the ISR may become empty and the broker moves to
+/// the ELR).
+pub fn isr_without_fenced(
+    state: &PartitionState,
+    fenced: BrokerId,
+    elr_enabled: bool,
+) -> Vec<BrokerId> {
+    let remaining: Vec<BrokerId> = state.isr.iter().copied().filter(|b| *b != fenced).collect();
+    if remaining.is_empty() && !elr_enabled {
+        state.isr.clone()
+    } else {
+        remaining
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(list: &[i32]) -> Vec<BrokerId> {
+        list.iter().copied().map(BrokerId).collect()
+    }
+
+    fn state(replicas: &[i32], isr: &[i32], elr: &[i32], leader: i32) -> PartitionState {
+        PartitionState {
+            replicas: ids(replicas),
+            isr: ids(isr),
+            elr: ids(elr),
+            last_known_elr: vec![],
+            leader: BrokerId(leader),
+            leader_epoch: 3,
+            partition_epoch: 5,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+        }
+    }
+
+    /// (name, state, fenced broker, live brokers, elr, unclean, min isr,
+    ///  expected leader, expected isr, expected recovering)
+    #[test]
+    fn fencing_elects_in_kafkas_order() {
+        #[allow(clippy::type_complexity)]
+        let table: &[(
+            &str,
+            PartitionState,
+            i32,
+            &[i32],
+            bool,
+            bool,
+            usize,
+            i32,
+            &[i32],
+            bool,
+        )] = &[
+            (
+                "follower fenced: leader kept, isr shrinks",
+                state(&[1, 2, 3], &[1, 2, 3], &[], 1),
+                3,
+                &[1, 2],
+                false,
+                false,
+                1,
+                1,
+                &[1, 2],
+                false,
+            ),
+            (
+                "leader fenced: first isr replica in assignment order",
+                state(&[1, 2, 3], &[3, 2, 1], &[], 1),
+                1,
+                &[2, 3],
+                false,
+                false,
+                1,
+                2,
+                &[3, 2],
+                false,
+            ),
+            (
+                "last replica standing stays in isr, partition leaderless",
+                state(&[1, 2], &[1], &[], 1),
+                1,
+                &[2],
+                false,
+                false,
+                1,
+                -1,
+                &[1],
+                false,
+            ),
+            (
+                "unclean election picks a live out-of-sync replica",
+                state(&[1, 2], &[1], &[], 1),
+                1,
+                &[2],
+                false,
+                true,
+                1,
+                2,
+                &[2],
+                true,
+            ),
+            (
+                "elr on: isr may empty, member moves to elr, nobody eligible",
+                state(&[1, 2], &[1], &[2], 1),
+                1,
+                &[],
+                true,
+                false,
+                2,
+                -1,
+                &[],
+                false,
+            ),
+            (
+                "elr on: live elr member elected cleanly",
+                state(&[1, 2], &[1], &[2], 1),
+                1,
+                &[2],
+                true,
+                false,
+                2,
+                2,
+                &[2],
+                false,
+            ),
+        ];
+        for (name, before, fenced, live, elr, unclean, min_isr, leader, isr, recovering) in table {
+            let live: Vec<BrokerId> = ids(live);
+            let policy = ElectionPolicy {
+                elr_enabled: *elr,
+                unclean_enabled: *unclean,
+                min_insync_replicas: *min_isr,
+            };
+            let target = isr_without_fenced(before, BrokerId(*fenced), *elr);
+            let mut after = before.clone();
+            if let Some(change) = build_change(before, &target, &|b| live.contains(&b), policy) {
+                after.apply_change(&change);
+            }
+            assert_eq!(after.leader, BrokerId(*leader), "{name}: leader");
+            assert_eq!(after.isr, ids(isr), "{name}: isr");
+            assert_eq!(
+                after.leader_recovery_state == LeaderRecoveryState::Recovering,
+                *recovering,
+                "{name}: recovery state"
+            );
+            let leader_changed = before.leader != after.leader;
+            assert_eq!(
+                after.leader_epoch,
+                before.leader_epoch + i32::from(leader_changed),
+                "{name}: leader epoch bumps exactly on a leader change"
+            );
+        }
+    }
+
+    #[test]
+    fn unfencing_elects_a_leader_for_a_leaderless_partition() {
+        let before = state(&[1, 2], &[1], &[], -1);
+        let policy = ElectionPolicy {
+            elr_enabled: false,
+            unclean_enabled: false,
+            min_insync_replicas: 1,
+        };
+        let change = build_change(&before, &before.isr, &|b| b == BrokerId(1), policy).unwrap();
+        assert_eq!(change.leader, Some(BrokerId(1)));
+        assert_eq!(change.isr, None);
+        assert!(build_change(&before, &before.isr, &|_| false, policy).is_none());
+    }
+}
