@@ -189,8 +189,13 @@ impl RaftNode {
         }
         if response.leader_epoch == self.quorum.epoch
             && let Some(leader) = response.leader_id
+            && !(response.vote_granted && self.quorum.leader_id == Some(leader))
         {
-            // KIP-996: a voter knows a live leader of this epoch; go back to following it.
+            // KIP-996: a voter that refuses because it still hears from the leader of this
+            // epoch sends us back to following it. A *granted* vote naming the leader we already
+            // held is no such evidence (the voter has stopped hearing from it too); following it
+            // again would stop every election after a leader dies while the survivors still
+            // remember it.
             self.observe_current_leader(moment, leader);
             if leader != self.id {
                 return;

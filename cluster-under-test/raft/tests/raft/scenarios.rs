@@ -119,6 +119,32 @@ fn pre_vote_is_refused_while_a_leader_is_alive() {
     }
 }
 
+/// Regression: after the leader dies, the survivors still remember it, and their answers to a
+/// pre-vote name it as the leader of the epoch. A Prospective that took that hint as news went
+/// back to following the dead leader on every round, so no new leader was ever elected (found
+/// by the node's multi-process controller-failover test). Only a leader the node did not know
+/// is news.
+#[test]
+fn survivors_elect_a_new_leader_after_the_leader_goes_silent() {
+    let mut router = Router::new(3, |_| {});
+    let old = router.elect(10_000);
+    let old_epoch = router.nodes[&old].epoch();
+    router.advance(500, 10, |_| false);
+    let dead = move |e: &Envelope| e.from == old || e.to == old;
+    router.advance(15_000, 10, dead);
+    let new_leaders: Vec<NodeId> = router
+        .nodes
+        .values()
+        .filter(|node| node.id() != old && node.role() == Role::Leader)
+        .map(|node| node.id())
+        .collect();
+    assert_eq!(new_leaders.len(), 1, "exactly one survivor leads");
+    assert!(
+        router.nodes[&new_leaders[0]].epoch() > old_epoch,
+        "in a newer epoch"
+    );
+}
+
 /// KIP-595 divergence: a follower whose log ends in epochs 2 and 4 that the new leader does
 /// not share truncates in two `DivergingEpoch` rounds — to offset 3 (end of its epoch 2, the
 /// largest below the leader's epoch 3) and then to offset 1 (end of epoch 1) — and then
@@ -221,8 +247,13 @@ fn leader_resigns_when_a_majority_stops_fetching() {
     let leader = router.elect(10_000);
     router.advance(500, 10, |_| false);
     router.readies.clear();
-    // Followers' fetches to the leader are lost from now on (they keep retrying).
-    let to_leader = move |e: &Envelope| is_fetch(e) && e.to == leader;
+    // Followers' fetches to the leader are lost from now on (they keep retrying), and so are
+    // votes: otherwise the followers, no longer hearing from the leader, rightly elect a new
+    // one before the leader's own check-quorum fires, which is not what this test is about.
+    let to_leader = move |e: &Envelope| {
+        (is_fetch(e) && e.to == leader)
+            || matches!(e.message, Message::Vote(_) | Message::VoteResponse(_))
+    };
     router.advance(2_500, 10, to_leader);
     assert_eq!(
         router.nodes[&leader].role(),

@@ -89,28 +89,10 @@ impl Driver {
 
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Step {
-                mut envelope,
-                reply_to,
-            } => {
+            Command::Step { envelope, reply_to } => {
                 if let Some(reply_to) = reply_to {
                     self.inbound
                         .insert((envelope.from, envelope.correlation_id), reply_to);
-                }
-                // WORKAROUND for a `logjam-raft` liveness bug (reported): a Prospective that
-                // came from following leader L goes back to following L on *any* vote response
-                // naming L in the same epoch, grants included, so after L dies no pre-vote can
-                // ever succeed while the other voters still remember L. Kafka's
-                // `maybeTransition` only does that when the node knows no leader
-                // (`!quorum.hasLeader()`). Dropping the leader hint the node already holds
-                // restores Kafka's behaviour without losing information.
-                if let Message::VoteResponse(response) = &mut envelope.message
-                    && self.node.role() == Role::Prospective
-                    && response.leader_epoch == self.node.epoch()
-                    && response.leader_id.is_some()
-                    && response.leader_id == self.node.leader()
-                {
-                    response.leader_id = None;
                 }
                 let moment = self.moment();
                 self.node.step(moment, envelope);
