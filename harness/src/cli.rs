@@ -30,9 +30,8 @@ pub enum Command {
 /// Arguments of `logjam run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Number of nodes (each combined broker and controller). The default is 1 until
-    /// partition replication lands: with several nodes every partition has one replica.
-    #[arg(long, default_value_t = 1)]
+    /// Number of nodes, each a combined broker and KRaft controller voter.
+    #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// Seconds of workload under faults (then heal, recover and read back).
     #[arg(long, default_value_t = 60)]

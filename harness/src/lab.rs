@@ -87,6 +87,13 @@ impl Lab {
             .enumerate()
             .map(|(i, (_, controller))| format!("{}@127.0.0.1:{controller}", i + 1))
             .collect();
+        // Format every node's data directory with one cluster id, as `kafka-storage format
+        // --cluster-id` does: a node whose meta.properties names another cluster is refused.
+        let cluster_id = format!(
+            "logjam-{}",
+            dir.file_name()
+                .map_or_else(|| "lab".into(), |name| name.to_string_lossy())
+        );
         let mut lab = Lab {
             binary: binary.to_owned(),
             nodes: Vec::new(),
@@ -107,6 +114,10 @@ impl Lab {
                 let _ = writeln!(text, "{key}={value}");
             }
             std::fs::write(node_dir.join("server.properties"), text)?;
+            std::fs::write(
+                node_dir.join("data").join("meta.properties"),
+                format!("version=1\ncluster.id={cluster_id}\nnode.id={id}\n"),
+            )?;
             lab.nodes.push(Node {
                 id,
                 client_address: format!("127.0.0.1:{client}"),

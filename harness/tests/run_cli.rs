@@ -72,7 +72,7 @@ fn short_run_with_kill_and_pause_stores_a_checked_run() {
     assert_eq!(
         output.status.code(),
         Some(0),
-        "a single node under kill -9 and pause loses nothing\n{stdout}\n{stderr}"
+        "kill -9 and pause lose nothing (the page cache survives a process crash)\n{stdout}\n{stderr}"
     );
 
     let run = results.path().join("latest");
