@@ -75,7 +75,14 @@ impl FinalReads {
     pub fn compute(index: &QueueIndex, last_nemesis_time_ns: Option<u64>) -> FinalReads {
         let readers =
             |r: &&crate::queue::index::OpRecord| r.op.outcome == Outcome::Ok && !r.reads.is_empty();
-        let source = if index.ops.iter().any(|r| r.op.f == Function::FinalPoll) {
+        // Only final polls that returned something count: a run whose final polls all failed
+        // falls back to the reads after the last fault instead of having no final reads.
+        let source = if index
+            .ops
+            .iter()
+            .filter(readers)
+            .any(|r| r.op.f == Function::FinalPoll)
+        {
             FinalReadSource::FinalPoll
         } else if let Some(t) = last_nemesis_time_ns {
             if index

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -239,6 +239,34 @@ impl Consumer {
                 connection.send(ApiKey::Fetch, &request, timeout).await
             });
         }
+        // A poll that fails must not move any position: the caller records it as a failed
+        // read that returned nothing, so records taken from earlier partitions of the same
+        // poll would otherwise be skipped without anyone having seen them.
+        let saved: Vec<(TopicPartition, Option<Offset>, Option<LeaderEpoch>)> = self
+            .partitions
+            .iter()
+            .map(|(tp, state)| (tp.clone(), state.position, state.last_record_epoch))
+            .collect();
+        match self.collect_fetches(fetches, deadline).await {
+            Ok(records) => Ok(records),
+            Err(error) => {
+                for (tp, position, last_record_epoch) in saved {
+                    if let Some(state) = self.partitions.get_mut(&tp) {
+                        state.position = position;
+                        state.last_record_epoch = last_record_epoch;
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Takes the records of every fetch response; the first non-retriable error ends the poll.
+    async fn collect_fetches(
+        &mut self,
+        mut fetches: tokio::task::JoinSet<Result<kafka_protocol::messages::FetchResponse>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<ConsumerRecord>> {
         let mut records = Vec::new();
         let mut refresh = false;
         while let Some(joined) = fetches.join_next().await {
@@ -333,14 +361,18 @@ impl Consumer {
         let Some(mut position) = state.position else {
             return;
         };
-        // A partial batch at the end of a fetch does not decode: keep what did.
-        let sets = match RecordBatchDecoder::decode_all(&mut data) {
-            Ok(sets) => sets,
-            Err(error) => {
-                tracing::debug!(%error, partition = %tp, "undecodable fetch data");
-                return;
+        // A fetch may end in a partial batch (a broker cuts by bytes): keep every batch before
+        // the first that does not decode, instead of dropping the whole response and stalling.
+        let mut sets = Vec::new();
+        while data.has_remaining() {
+            match RecordBatchDecoder::decode(&mut data) {
+                Ok(set) => sets.push(set),
+                Err(error) => {
+                    tracing::debug!(%error, partition = %tp, "undecodable tail of fetch data");
+                    break;
+                }
             }
-        };
+        }
         let limit = self.config.max_poll_records;
         for record in sets.into_iter().flat_map(|set| set.records) {
             if record.control || record.offset < position.0 {
@@ -612,6 +644,59 @@ mod tests {
             Some(Offset(8))
         );
         assert_eq!(truncation_point(Offset(10), LeaderEpoch(3), -1, -1), None);
+    }
+
+    fn encoded_batch(first_offset: i64, values: &[&str]) -> Bytes {
+        use indexmap::IndexMap;
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: first_offset + i as i64,
+                sequence: (first_offset + i as i64) as i32,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from(value.to_string())),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+        buf.freeze()
+    }
+
+    /// Regression: a fetch ending in a partial batch (a broker cutting by bytes) used to be
+    /// dropped whole, so the consumer never moved and every later record looked unseen.
+    #[test]
+    fn complete_batches_before_a_partial_one_are_taken() {
+        let mut consumer =
+            Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        consumer.assign([tp.clone()]);
+        consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+        let first = encoded_batch(0, &["a", "b"]);
+        let second = encoded_batch(2, &["c", "d"]);
+        let mut data = first.to_vec();
+        data.extend_from_slice(&second[..second.len() / 2]);
+        let mut out = Vec::new();
+        consumer.take_records(&tp, Some(Bytes::from(data)), &mut out);
+        let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
+        assert_eq!(offsets, vec![0, 1]);
+        assert_eq!(consumer.position(&tp), Some(Offset(2)));
     }
 
     #[test]
