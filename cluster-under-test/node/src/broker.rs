@@ -7,11 +7,12 @@
 //! controller (local or remote) and is answered once committed and visible in this broker's
 //! image. A broker answers `NOT_LEADER_OR_FOLLOWER` for partitions it does not lead.
 //!
-//! REPLICATION SEAM: partition data replication (follower fetching, ISR shrink/expand through
-//! AlterPartition, a high watermark across replicas, acks=all waiting) is the next issue. Until
-//! then the leader advances its high watermark to its own log end offset **only when the ISR is
-//! exactly itself**; with a larger ISR the high watermark does not move and acks=all produces
-//! time out (`REQUEST_TIMED_OUT`) rather than fake durability.
+//! Replication (kafka-semantics.md §1.2–§1.6): as leader a partition tracks its followers'
+//! fetches, advances the high watermark to the minimum log end over the maximal ISR (not while
+//! the committed ISR is below the effective `min.insync.replicas`), proposes ISR shrinks and
+//! expansions (sent by `replica_fetcher.rs` as AlterPartition) and decides parked acks=all
+//! produces; as follower it appends what the replica fetcher brings and truncates on a
+//! diverging epoch. The decisions themselves are pure functions in `replication.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -21,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use logjam_storage::{
-    LeaderEpoch, LogConfig, LogManager, Offset, SharedLog, TopicPartition, lock_log,
+    EpochEndOffset, LeaderEpoch, LogConfig, LogManager, Offset, SharedLog, TopicPartition, lock_log,
 };
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -37,6 +38,10 @@ use crate::controller::{
     BrokerLifecycleSettings, ControllerConfig, Quorum, QuorumSettings, QuorumStartError,
 };
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
+use crate::replication::{
+    AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, diverging_epoch,
+    follower_truncation_offset, next_high_watermark, out_of_sync_replicas, should_expand_isr,
+};
 use crate::topics::{TopicError, TopicInfo};
 
 /// The most partitions one topic creation may ask for. Kafka's controller refuses to generate
@@ -133,6 +138,70 @@ pub struct Appended {
     pub base_offset: i64,
     /// The log start offset after the append.
     pub log_start_offset: i64,
+    /// The offset after the last record appended: acks=all waits for the high watermark here.
+    pub end_offset: i64,
+    /// The leader epoch the append was made in.
+    pub leader_epoch: i32,
+}
+
+/// What a follower fetch read from the leader's log.
+#[derive(Debug, Clone)]
+pub struct FollowerRead {
+    /// Whole record batches up to the log end, possibly empty.
+    pub records: Bytes,
+    /// The leader's high watermark.
+    pub high_watermark: i64,
+    /// The leader's log start offset.
+    pub log_start_offset: i64,
+    /// Where the follower's log diverges, if it does (then `records` is empty).
+    pub diverging: Option<EpochEndOffset>,
+}
+
+/// An ISR change the leader wants the controller to commit (AlterPartition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    /// Which partition.
+    pub topic_partition: TopicPartition,
+    /// The leader epoch the change is based on.
+    pub leader_epoch: i32,
+    /// The partition epoch the change is based on.
+    pub partition_epoch: i32,
+    /// The proposed ISR.
+    pub isr: Vec<BrokerId>,
+}
+
+/// An AlterPartition in flight (Kafka's `PendingExpandIsr` / `PendingShrinkIsr`).
+#[derive(Debug, Clone)]
+struct PendingIsrChange {
+    /// The proposed ISR.
+    isr: Vec<BrokerId>,
+    /// The partition epoch it was based on; a newer one in the image ends it.
+    partition_epoch: i32,
+}
+
+/// The leader-only part of a partition: follower states, the epoch start, the ISR change in
+/// flight. Reset on every leadership change.
+#[derive(Debug)]
+struct LeaderState {
+    /// The leader epoch this state was set up for; -1 when not leader.
+    epoch: i32,
+    /// The log end offset when this broker became leader in `epoch`.
+    epoch_start_offset: Offset,
+    /// What the leader knows of each follower.
+    followers: BTreeMap<BrokerId, FollowerState>,
+    /// The AlterPartition in flight, if any.
+    pending_isr: Option<PendingIsrChange>,
+}
+
+impl Default for LeaderState {
+    fn default() -> LeaderState {
+        LeaderState {
+            epoch: -1,
+            epoch_start_offset: Offset(0),
+            followers: BTreeMap::new(),
+            pending_isr: None,
+        }
+    }
 }
 
 /// What a consumer fetch read from one partition.
@@ -172,6 +241,10 @@ pub struct Partition {
     min_insync_replicas: i32,
     /// Ticks on every append, to wake long-polling fetches.
     appends: watch::Sender<u64>,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
+    /// Leader-side replication state.
+    leader_state: Mutex<LeaderState>,
 }
 
 impl Partition {
@@ -240,39 +313,265 @@ impl Partition {
         }
     }
 
-    /// Moves the high watermark to the smallest log end offset in the ISR. REPLICATION SEAM:
-    /// only the leader-only ISR is handled; with followers in the ISR their log end offsets
-    /// are unknown until replication exists, so the high watermark stays where it is.
-    fn maybe_advance_high_watermark(&self) {
-        let state = self.state();
-        if state.leader.0 != self.node_id || state.isr != [BrokerId(self.node_id)] {
-            return;
+    /// The ISR the high watermark and acks=all use: the committed ISR plus the members of an
+    /// in-flight AlterPartition (KIP-497: an expansion counts at once, a shrink only once
+    /// committed).
+    fn maximal_isr(state: &PartitionState, leader: &LeaderState) -> Vec<BrokerId> {
+        let mut isr = state.isr.clone();
+        if let Some(pending) = &leader.pending_isr {
+            for id in &pending.isr {
+                if !isr.contains(id) {
+                    isr.push(*id);
+                }
+            }
         }
-        let mut log = self.lock();
-        let log_end = log.log_end_offset();
-        log.set_high_watermark(log_end);
+        isr
     }
 
-    /// Appends `records` as the leader and answers when `acks` is satisfied.
+    fn leader_state(&self) -> MutexGuard<'_, LeaderState> {
+        self.leader_state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies a new partition state from the metadata image. Becoming leader in a new epoch
+    /// records the epoch's start offset in the leader-epoch cache and resets the follower
+    /// states (`makeLeader`); a new partition epoch ends an in-flight ISR change. Returns
+    /// whether anything changed.
+    fn apply_state(&self, new: &PartitionState) -> bool {
+        let now = now_ms();
+        let mut current = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *current == *new {
+            return false;
+        }
+        *current = new.clone();
+        let mut leader = self.leader_state();
+        if new.leader.0 == self.node_id {
+            if leader.epoch != new.leader_epoch {
+                let mut log = self.lock();
+                if let Err(error) = log.assign_epoch_start_offset(LeaderEpoch(new.leader_epoch)) {
+                    tracing::error!(partition = %self.topic_partition, %error, "cannot record the epoch start");
+                }
+                *leader = LeaderState {
+                    epoch: new.leader_epoch,
+                    epoch_start_offset: log.log_end_offset(),
+                    followers: new
+                        .replicas
+                        .iter()
+                        .filter(|id| id.0 != self.node_id)
+                        .map(|id| (*id, FollowerState::new(new.isr.contains(id), now)))
+                        .collect(),
+                    pending_isr: None,
+                };
+                tracing::info!(partition = %self.topic_partition, epoch = new.leader_epoch,
+                    start = leader.epoch_start_offset.0, isr = ?new.isr, "became leader");
+            } else if leader
+                .pending_isr
+                .as_ref()
+                .is_some_and(|pending| pending.partition_epoch != new.partition_epoch)
+            {
+                leader.pending_isr = None;
+            }
+        } else {
+            *leader = LeaderState::default();
+        }
+        true
+    }
+
+    /// Recomputes the leader's high watermark (`maybeIncrementLeaderHW`); returns whether it
+    /// advanced. A no-op on followers.
+    fn maybe_advance_high_watermark(&self) -> bool {
+        let state = self.state();
+        if state.leader.0 != self.node_id {
+            return false;
+        }
+        let leader = self.leader_state();
+        if leader.epoch != state.leader_epoch {
+            return false;
+        }
+        let now = now_ms();
+        let maximal = Partition::maximal_isr(&state, &leader);
+        let mut log = self.lock();
+        let log_end = log.log_end_offset();
+        let positions: Vec<ReplicaPosition> = state
+            .replicas
+            .iter()
+            .filter(|id| id.0 != self.node_id)
+            .map(|id| {
+                let follower = leader
+                    .followers
+                    .get(id)
+                    .copied()
+                    .unwrap_or_else(|| FollowerState::new(false, now));
+                let in_maximal_isr = maximal.contains(id);
+                ReplicaPosition {
+                    log_end_offset: follower.log_end_offset,
+                    in_maximal_isr,
+                    caught_up_and_eligible: !in_maximal_isr
+                        && follower.log_end_offset >= Offset(0)
+                        && follower.is_caught_up(log_end, now, self.replica_lag_time_max_ms),
+                }
+            })
+            .collect();
+        match next_high_watermark(
+            log.high_watermark(),
+            log_end,
+            &positions,
+            state.isr.len(),
+            self.effective_min_isr(&state),
+        ) {
+            Some(high_watermark) => {
+                log.set_high_watermark(high_watermark);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn effective_min_isr(&self, state: &PartitionState) -> usize {
+        (self.min_insync_replicas.max(1) as usize).min(state.replicas.len())
+    }
+
+    /// Ticks the broker-wide change signal: wakes long-polling fetches and parked produces.
+    pub fn notify(&self) {
+        self.appends.send_modify(|count| *count += 1);
+    }
+
+    /// The leader's bookkeeping for a follower fetch at `fetch_offset` that did not diverge:
+    /// the follower's log end and caught-up time, then a possible ISR expansion (returned, to be
+    /// sent to the controller) and a high-watermark advance.
+    pub fn record_follower_fetch(
+        &self,
+        follower: BrokerId,
+        fetch_offset: i64,
+        eligible: bool,
+    ) -> Option<IsrChange> {
+        let state = self.state();
+        if state.leader.0 != self.node_id || !state.replicas.contains(&follower) {
+            return None;
+        }
+        let change = {
+            let mut leader = self.leader_state();
+            if leader.epoch != state.leader_epoch {
+                return None;
+            }
+            let (log_end, high_watermark) = {
+                let log = self.lock();
+                (log.log_end_offset(), log.high_watermark())
+            };
+            let now = now_ms();
+            leader
+                .followers
+                .entry(follower)
+                .or_insert_with(|| FollowerState::new(false, now))
+                .record_fetch(Offset(fetch_offset), log_end, now);
+            if should_expand_isr(
+                state.isr.contains(&follower),
+                leader.pending_isr.is_some(),
+                eligible,
+                Offset(fetch_offset),
+                high_watermark,
+                leader.epoch_start_offset,
+            ) {
+                let mut isr = state.isr.clone();
+                isr.push(follower);
+                Some(self.begin_isr_change(&state, &mut leader, isr))
+            } else {
+                None
+            }
+        };
+        if self.maybe_advance_high_watermark() {
+            self.notify();
+        }
+        change
+    }
+
+    fn begin_isr_change(
+        &self,
+        state: &PartitionState,
+        leader: &mut LeaderState,
+        isr: Vec<BrokerId>,
+    ) -> IsrChange {
+        tracing::info!(partition = %self.topic_partition, from = ?state.isr, to = ?isr, "ISR change");
+        leader.pending_isr = Some(PendingIsrChange {
+            isr: isr.clone(),
+            partition_epoch: state.partition_epoch,
+        });
+        IsrChange {
+            topic_partition: self.topic_partition.clone(),
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            isr,
+        }
+    }
+
+    /// The `isr-expiration` check: the ISR without followers that lag more than
+    /// `replica.lag.time.max.ms`, to be sent to the controller, if any lag and no change is in
+    /// flight.
+    pub fn maybe_shrink_isr(&self) -> Option<IsrChange> {
+        let state = self.state();
+        if state.leader.0 != self.node_id {
+            return None;
+        }
+        let mut leader = self.leader_state();
+        if leader.epoch != state.leader_epoch || leader.pending_isr.is_some() {
+            return None;
+        }
+        let log_end = self.lock().log_end_offset();
+        let out = out_of_sync_replicas(
+            state.leader,
+            &state.isr,
+            &leader.followers,
+            log_end,
+            now_ms(),
+            self.replica_lag_time_max_ms,
+        );
+        if out.is_empty() {
+            return None;
+        }
+        let isr = state
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| !out.contains(id))
+            .collect();
+        Some(self.begin_isr_change(&state, &mut leader, isr))
+    }
+
+    /// The controller refused or did not answer an ISR change: forget it so it can be retried.
+    pub fn isr_change_failed(&self, change: &IsrChange) {
+        let mut leader = self.leader_state();
+        if leader
+            .pending_isr
+            .as_ref()
+            .is_some_and(|pending| pending.partition_epoch == change.partition_epoch)
+        {
+            leader.pending_isr = None;
+        }
+    }
+
+    /// Appends `records` as the leader (acks=all first checks the ISR against the effective
+    /// `min.insync.replicas`). The answer for acks=0/1 is final; acks=all callers then poll
+    /// [`Partition::acks_status`] until it is decided.
     ///
     /// # Errors
-    /// The Kafka error for the partition: `NOT_ENOUGH_REPLICAS` (nothing appended), the
-    /// storage's validation errors (`CORRUPT_MESSAGE`, `INVALID_RECORD`, ...), or
-    /// `KAFKA_STORAGE_ERROR`.
-    pub async fn produce(
+    /// The Kafka error for the partition: `NOT_LEADER_OR_FOLLOWER`, `NOT_ENOUGH_REPLICAS`
+    /// (nothing appended), the storage's validation errors (`CORRUPT_MESSAGE`,
+    /// `INVALID_RECORD`, ...), or `KAFKA_STORAGE_ERROR`.
+    pub async fn append(
         self: Arc<Self>,
         records: Bytes,
         acks: Acks,
-        timeout: Duration,
     ) -> Result<Appended, ResponseError> {
         let state = self.state();
         if state.leader.0 != self.node_id {
             return Err(ResponseError::NotLeaderOrFollower);
         }
         let leader_epoch = state.leader_epoch;
-        let isr_size = state.isr.len() as i32;
-        let effective_min_isr = self.min_insync_replicas.min(state.replicas.len() as i32);
-        if acks == Acks::All && isr_size < effective_min_isr {
+        if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
             return Err(ResponseError::NotEnoughReplicas);
         }
         let partition = Arc::clone(&self);
@@ -290,27 +589,134 @@ impl Partition {
             let log_start_offset = log.log_start_offset().0;
             drop(log);
             partition.maybe_advance_high_watermark();
-            Ok::<_, ResponseError>(Appended { base_offset: info.first_offset.0, log_start_offset })
+            Ok::<_, ResponseError>(Appended {
+                base_offset: info.first_offset.0,
+                log_start_offset,
+                end_offset: info.last_offset.0 + 1,
+                leader_epoch,
+            })
         })
         .await
         .map_err(|_| ResponseError::UnknownServerError)??;
-        self.appends.send_modify(|count| *count += 1);
-        if acks == Acks::All {
-            // REPLICATION SEAM: acks=all parks until the high watermark passes the batch or
-            // `timeout` expires. Without replication only a leader-only ISR ever gets there.
-            let target = appended.base_offset;
-            let deadline = tokio::time::Instant::now() + timeout;
-            let mut appends = self.appends.subscribe();
-            while self.offsets().high_watermark <= target {
-                if tokio::time::timeout_at(deadline, appends.changed())
-                    .await
-                    .is_err()
-                {
-                    return Err(ResponseError::RequestTimedOut);
-                }
-            }
-        }
+        self.notify();
         Ok(appended)
+    }
+
+    /// Where a parked acks=all append stands (`DelayedProduce.tryComplete`).
+    pub fn acks_status(&self, appended: &Appended) -> AcksOutcome {
+        let state = self.state();
+        let maximal_isr_size = Partition::maximal_isr(&state, &self.leader_state()).len();
+        let high_watermark = self.lock().high_watermark();
+        acks_outcome(
+            state.leader.0 == self.node_id && state.leader_epoch == appended.leader_epoch,
+            high_watermark,
+            Offset(appended.end_offset),
+            maximal_isr_size,
+            self.effective_min_isr(&state),
+        )
+    }
+
+    /// Reads for a follower (KIP-595): records up to the log end, or the diverging epoch when
+    /// the follower's log diverges from this one at `last_fetched_epoch`.
+    ///
+    /// # Errors
+    /// `OFFSET_OUT_OF_RANGE` or `KAFKA_STORAGE_ERROR`.
+    pub fn read_for_follower(
+        &self,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FollowerRead, ResponseError> {
+        let log = self.lock();
+        let high_watermark = log.high_watermark().0;
+        let log_start_offset = log.log_start_offset().0;
+        let answer = log.end_offset_for_epoch(LeaderEpoch(last_fetched_epoch));
+        if let Some(diverging) = diverging_epoch(
+            LeaderEpoch(last_fetched_epoch),
+            Offset(fetch_offset),
+            answer,
+        ) {
+            return Ok(FollowerRead {
+                records: Bytes::new(),
+                high_watermark,
+                log_start_offset,
+                diverging: Some(diverging),
+            });
+        }
+        let log_end = log.log_end_offset();
+        let read = log
+            .read(Offset(fetch_offset), max_bytes, log_end, min_one_batch)
+            .map_err(|error| {
+                ResponseError::try_from_code(error.kafka_error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
+        Ok(FollowerRead {
+            records: read.records,
+            high_watermark,
+            log_start_offset,
+            diverging: None,
+        })
+    }
+
+    /// This replica's log end offset, the epoch of its last record and its log start, for a
+    /// follower fetch.
+    pub fn follower_fetch_position(&self) -> (i64, i32, i64) {
+        let log = self.lock();
+        (
+            log.log_end_offset().0,
+            log.latest_epoch().map_or(-1, |epoch| epoch.0),
+            log.log_start_offset().0,
+        )
+    }
+
+    /// Applies one partition of a fetch response as a follower of `leader_epoch`: truncates on
+    /// a diverging epoch, else appends the whole batches and takes the leader's high watermark
+    /// (clamped to the own log end). Ignored when this replica no longer follows in that epoch
+    /// or its log end moved since the request.
+    ///
+    /// # Errors
+    /// A storage error message.
+    pub fn apply_fetched(
+        &self,
+        leader_epoch: i32,
+        fetch_offset: i64,
+        diverging: Option<EpochEndOffset>,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<(), String> {
+        let state = self.state();
+        if state.leader.0 == self.node_id || state.leader_epoch != leader_epoch {
+            return Ok(());
+        }
+        let mut log = self.lock();
+        if log.log_end_offset().0 != fetch_offset {
+            return Ok(());
+        }
+        if let Some(diverging) = diverging {
+            let own = log.end_offset_for_epoch(diverging.leader_epoch);
+            let (offset, complete) =
+                follower_truncation_offset(diverging, own, log.log_end_offset());
+            tracing::info!(partition = %self.topic_partition, ?diverging, ?own,
+                offset = offset.0, complete, "truncating on a diverging epoch");
+            if offset < log.log_start_offset() {
+                log.truncate_fully_and_start_at(offset.max(Offset(0)))
+                    .map_err(|error| error.to_string())?;
+            } else {
+                log.truncate_to(offset).map_err(|error| error.to_string())?;
+            }
+            return Ok(());
+        }
+        let whole = logjam_storage::batch::complete_batches_len(records);
+        if whole > 0 {
+            log.append_as_follower(&records[..whole], now_ms())
+                .map_err(|error| error.to_string())?;
+        }
+        let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
+        if high_watermark >= Offset(0) {
+            log.set_high_watermark(high_watermark);
+        }
+        Ok(())
     }
 
     /// Reads for a consumer, up to the high watermark.
@@ -355,7 +761,14 @@ pub struct Broker {
     /// Serialises log creation so two requests cannot create the same log twice.
     opening: Mutex<()>,
     appends: watch::Sender<u64>,
+    /// ISR changes for the replication task to send (see `replica_fetcher.rs`).
+    isr_changes: tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, IsrChange)>,
+    /// The receiving end, until the replication task takes it.
+    isr_change_receiver: Mutex<Option<IsrChangeReceiver>>,
 }
+
+/// The queue of ISR changes from partitions to the replication task.
+pub type IsrChangeReceiver = tokio::sync::mpsc::UnboundedReceiver<(Arc<Partition>, IsrChange)>;
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -461,7 +874,10 @@ impl Broker {
             });
         }
         let (appends, _) = watch::channel(0);
+        let (isr_changes, isr_change_receiver) = tokio::sync::mpsc::unbounded_channel();
         Ok(Broker {
+            isr_changes,
+            isr_change_receiver: Mutex::new(Some(isr_change_receiver)),
             cluster_id,
             logs,
             quorum,
@@ -490,6 +906,40 @@ impl Broker {
     /// The committed metadata image this broker has replayed.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.quorum.image()
+    }
+
+    /// `replica.lag.time.max.ms` (Kafka's default 30000).
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        self.config
+            .raw
+            .get("replica.lag.time.max.ms")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(30_000)
+    }
+
+    /// Queues an ISR change for the replication task to send to the controller.
+    pub fn submit_isr_change(&self, partition: Arc<Partition>, change: IsrChange) {
+        if let Err(error) = self.isr_changes.send((Arc::clone(&partition), change)) {
+            partition.isr_change_failed(&error.0.1);
+        }
+    }
+
+    /// The receiving end of [`Broker::submit_isr_change`], taken once by the replication task.
+    pub fn take_isr_changes(&self) -> Option<IsrChangeReceiver> {
+        self.isr_change_receiver
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+
+    /// Every hosted partition opened so far.
+    pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// A receiver that changes on every append, for long-polling fetches.
@@ -570,19 +1020,11 @@ impl Broker {
                 }
             },
         };
-        let changed = {
-            let mut current = partition
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let changed = *current != *state;
-            *current = state.clone();
-            changed
-        };
-        if changed {
+        if partition.apply_state(state) {
             // Becoming leader recomputes the high watermark from the ISR, as Kafka's
             // `makeLeader` does: the checkpointed value may be up to a minute stale.
             partition.maybe_advance_high_watermark();
+            partition.notify();
         }
         Some(partition)
     }
@@ -624,10 +1066,17 @@ impl Broker {
             topic_partition,
             log,
             node_id: self.config.node_id,
-            state: Mutex::new(state.clone()),
+            state: Mutex::new(PartitionState {
+                leader: BrokerId::NONE,
+                leader_epoch: -1,
+                ..state.clone()
+            }),
             min_insync_replicas,
             appends: self.appends.clone(),
+            replica_lag_time_max_ms: self.replica_lag_time_max_ms(),
+            leader_state: Mutex::new(LeaderState::default()),
         });
+        partition.apply_state(state);
         partition.maybe_advance_high_watermark();
         self.partitions
             .write()

@@ -21,6 +21,8 @@
 //! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
 //! - [`topics`]: Kafka's naming and topic-config rules.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
+//! - [`replication`]: pure replication decisions (ISR shrink/expand, high watermark, acks=all,
+//!   divergence truncation); [`replica_fetcher`]: the follower fetchers and ISR changes (tokio).
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions, the metadata
 //!   log on disk, the controller listener, broker registration and heartbeats.
 //!
@@ -35,5 +37,7 @@ pub mod controller;
 pub mod frame;
 pub mod handlers;
 pub mod metadata;
+pub mod replica_fetcher;
+pub mod replication;
 pub mod server;
 pub mod topics;

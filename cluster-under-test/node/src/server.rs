@@ -141,6 +141,7 @@ pub async fn start(config: Config) -> Result<RunningNode, ServeError> {
 async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
     let mut tasks = JoinSet::new();
     tasks.spawn(background(Arc::clone(&broker)));
+    tasks.spawn(crate::replica_fetcher::run(Arc::clone(&broker)));
     loop {
         tokio::select! {
             _ = stopped.changed() => break,

@@ -44,8 +44,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use logjam_raft::rpc::describe_quorum::QuorumDescription;
 use logjam_raft::{
-    CorrelationId, EntryKind, Envelope, LogOp, Message, Moment, NodeId, Offset, QuorumConfig,
-    RaftNode, Role, SnapshotId,
+    CorrelationId, EntryKind, Envelope, LogOp, Moment, NodeId, Offset, QuorumConfig, RaftNode,
+    Role, SnapshotId,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -6,27 +6,44 @@
 //! the whole response, except that the first batch found is returned even when it is larger,
 //! so a consumer can always make progress.
 //!
+//! A fetch with a replica id (`ReplicaId`, or `ReplicaState.ReplicaId` from v15) comes from a
+//! follower: it reads up to the log end instead of the high watermark, is answered a
+//! `DivergingEpoch` when the follower's log diverges (KIP-595), and feeds the leader's follower
+//! bookkeeping once per request (ISR expansion, high watermark).
+//!
 //! Fetch sessions (KIP-227) are declined by answering session id 0: every request is treated
 //! as a full fetch, which the protocol allows.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::time::Instant;
 
-use crate::broker::Broker;
+use crate::broker::{Broker, ConsumerRead};
 
 /// Answers the fetch, waiting for data as the request allows.
 pub async fn handle(broker: &Broker, request: &FetchRequest, version: i16) -> FetchResponse {
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = Instant::now() + max_wait;
     let mut appends = broker.subscribe_appends();
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    let follower = (replica_id >= 0).then_some(crate::metadata::BrokerId(replica_id));
+    if let Some(follower) = follower {
+        record_follower_fetch(broker, request, version, follower);
+    }
     loop {
         appends.borrow_and_update();
-        let (response, bytes, any_error) = read_once(broker, request, version);
+        let (response, bytes, any_error) = read_once(broker, request, version, follower);
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         if bytes >= min_bytes || any_error || Instant::now() >= deadline {
             return response;
@@ -39,12 +56,55 @@ pub async fn handle(broker: &Broker, request: &FetchRequest, version: i16) -> Fe
     }
 }
 
+/// The leader's bookkeeping of a follower fetch, for every partition whose log does not diverge
+/// from the follower's; proposed ISR expansions go to the replication task.
+fn record_follower_fetch(
+    broker: &Broker,
+    request: &FetchRequest,
+    version: i16,
+    follower: crate::metadata::BrokerId,
+) {
+    let image = broker.image();
+    let eligible = image.is_unfenced(follower);
+    for topic in &request.topics {
+        let resolved = if version >= 13 {
+            broker.topic_by_id(topic.topic_id)
+        } else {
+            broker.topic_by_name(&topic.topic)
+        };
+        let Some(resolved) = resolved else { continue };
+        for asked in &topic.partitions {
+            let Some(partition) = broker.partition(&resolved.name, asked.partition) else {
+                continue;
+            };
+            if partition
+                .check_leader_epoch(asked.current_leader_epoch)
+                .is_err()
+            {
+                continue;
+            }
+            let diverges = partition
+                .read_for_follower(asked.fetch_offset, asked.last_fetched_epoch, 0, false)
+                .map_or(true, |read| read.diverging.is_some());
+            if diverges {
+                continue;
+            }
+            if let Some(change) =
+                partition.record_follower_fetch(follower, asked.fetch_offset, eligible)
+            {
+                broker.submit_isr_change(Arc::clone(&partition), change);
+            }
+        }
+    }
+}
+
 /// One pass over every requested partition: the response, its record bytes, and whether any
-/// partition failed.
+/// partition failed. `follower` is the replica id of a follower fetch.
 fn read_once(
     broker: &Broker,
     request: &FetchRequest,
     version: i16,
+    follower: Option<crate::metadata::BrokerId>,
 ) -> (FetchResponse, usize, bool) {
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
     let mut total = 0usize;
@@ -83,12 +143,42 @@ fn read_once(
                 let limit = usize::try_from(asked.partition_max_bytes)
                     .unwrap_or(0)
                     .min(remaining);
-                partition.read_for_consumer(asked.fetch_offset, limit, total == 0)
+                if follower.is_some() {
+                    let read = partition.read_for_follower(
+                        asked.fetch_offset,
+                        asked.last_fetched_epoch,
+                        limit,
+                        total == 0,
+                    )?;
+                    return Ok((
+                        ConsumerRead {
+                            records: read.records,
+                            high_watermark: read.high_watermark,
+                            log_start_offset: read.log_start_offset,
+                        },
+                        read.diverging,
+                    ));
+                }
+                partition
+                    .read_for_consumer(asked.fetch_offset, limit, total == 0)
+                    .map(|read| (read, None))
             });
             partitions.push(match read {
-                Ok(read) => {
+                Ok((read, diverging)) => {
                     total += read.records.len();
                     remaining = remaining.saturating_sub(read.records.len());
+                    let answer = match diverging {
+                        Some(diverging) => {
+                            // A diverging epoch must reach the follower at once.
+                            any_error = true;
+                            answer.with_diverging_epoch(
+                                EpochEndOffset::default()
+                                    .with_epoch(diverging.leader_epoch.0)
+                                    .with_end_offset(diverging.end_offset.0),
+                            )
+                        }
+                        None => answer,
+                    };
                     answer
                         .with_high_watermark(read.high_watermark)
                         .with_last_stable_offset(read.high_watermark)

@@ -8,23 +8,31 @@
 //!   outcome is indeterminate: the data stays in the log).
 //! - any other value: `INVALID_REQUIRED_ACKS`, nothing appended.
 //!
-//! Each partition of a request succeeds or fails independently.
+//! Each partition of a request succeeds or fails independently. Every partition is appended
+//! first; the acks=all ones then wait together (one deadline, woken on every high-watermark
+//! advance and metadata change), and are answered `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the
+//! ISR shrank below the minimum, `NOT_LEADER_OR_FOLLOWER` when leadership moved, or
+//! `REQUEST_TIMED_OUT` at the deadline.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 
-use crate::broker::{Acks, Broker};
+use crate::broker::{Acks, Appended, Broker, Partition};
 use crate::handlers::Reply;
+use crate::replication::AcksOutcome;
 
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
     let acks = Acks::from_wire(request.acks);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
-    let mut any_error = false;
-    let mut responses = Vec::with_capacity(request.topic_data.len());
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut wakeups = broker.subscribe_appends();
+    // Phase 1: append everything; acks=all appends are parked with their partition.
+    let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let resolved = if version >= 13 {
             broker.topic_by_id(topic.topic_id)
@@ -38,11 +46,6 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
         };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            let answer = PartitionProduceResponse::default()
-                .with_index(data.index)
-                .with_base_offset(-1)
-                .with_log_append_time_ms(-1)
-                .with_log_start_offset(-1);
             let outcome = match (&resolved, acks) {
                 (_, None) => Err(ResponseError::InvalidRequiredAcks),
                 (None, _) => Err(unknown),
@@ -50,27 +53,90 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
                     None => Err(broker.missing_partition_error(&topic.name, data.index)),
                     Some(partition) => match data.records {
                         None => Err(ResponseError::CorruptMessage),
-                        Some(records) => partition.produce(records, acks, timeout).await,
+                        Some(records) => Arc::clone(&partition)
+                            .append(records, acks)
+                            .await
+                            .map(|appended| (partition, appended)),
                     },
                 },
             };
-            partitions.push(match outcome {
-                Ok(appended) => answer
-                    .with_base_offset(appended.base_offset)
-                    .with_log_start_offset(appended.log_start_offset),
-                Err(error) => {
-                    any_error = true;
-                    answer.with_error_code(error.code())
-                }
+            let parked = matches!((&outcome, acks), (Ok(_), Some(Acks::All)));
+            partitions.push(Settling {
+                index: data.index,
+                outcome,
+                parked,
             });
         }
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(partitions),
-        );
+        topics.push((topic.name, topic.topic_id, partitions));
     }
+    // Phase 2: wait for every parked acks=all append together.
+    loop {
+        wakeups.borrow_and_update();
+        let mut waiting = false;
+        for (_, _, partitions) in &mut topics {
+            for settling in partitions.iter_mut().filter(|s| s.parked) {
+                let Ok((partition, appended)) = &settling.outcome else {
+                    continue;
+                };
+                match partition.acks_status(appended) {
+                    AcksOutcome::Waiting => waiting = true,
+                    AcksOutcome::Satisfied => settling.parked = false,
+                    AcksOutcome::NotEnoughReplicasAfterAppend => {
+                        settling.parked = false;
+                        settling.outcome = Err(ResponseError::NotEnoughReplicasAfterAppend);
+                    }
+                    AcksOutcome::NotLeader => {
+                        settling.parked = false;
+                        settling.outcome = Err(ResponseError::NotLeaderOrFollower);
+                    }
+                }
+            }
+        }
+        if !waiting {
+            break;
+        }
+        let expired = tokio::time::timeout_at(deadline, wakeups.changed())
+            .await
+            .is_err();
+        if expired {
+            for (_, _, partitions) in &mut topics {
+                for settling in partitions.iter_mut().filter(|s| s.parked) {
+                    settling.parked = false;
+                    settling.outcome = Err(ResponseError::RequestTimedOut);
+                }
+            }
+            break;
+        }
+    }
+    let mut any_error = false;
+    let responses = topics
+        .into_iter()
+        .map(|(name, topic_id, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|settling| {
+                    let answer = PartitionProduceResponse::default()
+                        .with_index(settling.index)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1);
+                    match settling.outcome {
+                        Ok((_, appended)) => answer
+                            .with_base_offset(appended.base_offset)
+                            .with_log_start_offset(appended.log_start_offset),
+                        Err(error) => {
+                            any_error = true;
+                            answer.with_error_code(error.code())
+                        }
+                    }
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_topic_id(topic_id)
+                .with_partition_responses(partitions)
+        })
+        .collect();
     if request.acks == 0 {
         return if any_error {
             Reply::Close("acks=0 produce failed")
@@ -81,4 +147,14 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
     Reply::Respond(Box::new(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     )))
+}
+
+/// One partition of a produce request on its way to an answer.
+struct Settling {
+    /// The partition index.
+    index: i32,
+    /// The append, or the error to answer.
+    outcome: Result<(Arc<Partition>, Appended), ResponseError>,
+    /// An acks=all append still waiting for the high watermark.
+    parked: bool,
 }

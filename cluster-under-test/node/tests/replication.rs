@@ -1,0 +1,543 @@
+//! Partition replication across real `logjam-node` processes: follower fetching, the high
+//! watermark across the ISR, acks=all, ISR shrink and expansion through AlterPartition, and the
+//! consequences of clean and unclean leader election (kafka-semantics.md §1.2–§1.6, §1.9).
+//!
+//! Every wait is on a condition with a deadline. Tests that must lose a majority of brokers
+//! use a controller-only node plus broker-only nodes, so that the metadata quorum survives.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Cluster, NodeProcess, batch, connect, exchange, free_port, metadata, wait_until};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
+
+/// Creates a one-partition topic with replication factor 3 and the given configs.
+fn create_topic(address: SocketAddr, name: &str, configs: &[(&str, &str)]) {
+    let mut stream = connect(address);
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(20_000)
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(topic_name(name))
+                .with_num_partitions(1)
+                .with_replication_factor(3)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(key, value)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string((*key).to_owned()))
+                                .with_value(Some(StrBytes::from_string((*value).to_owned())))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
+    assert_eq!(response.topics[0].error_code, 0, "topic {name} created");
+}
+
+/// `(leader, isr)` of partition 0 of `topic` as `address` sees it.
+fn partition_state(address: SocketAddr, topic: &str) -> Option<(i32, Vec<i32>)> {
+    let metadata = metadata(address)?;
+    let topic = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
+    let partition = topic.partitions.first()?;
+    let mut isr: Vec<i32> = partition.isr_nodes.iter().map(|b| b.0).collect();
+    isr.sort_unstable();
+    Some((partition.leader_id.0, isr))
+}
+
+/// Produces one record; the base offset, or the error code (-1 for a connection failure).
+fn produce(address: SocketAddr, topic: &str, value: &[u8], acks: i16) -> Result<i64, i16> {
+    let attempt = std::panic::catch_unwind(|| {
+        let mut stream = connect(address);
+        let request = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(topic_name(topic))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(batch(&[value]))),
+                    ]),
+            ]);
+        let response: ProduceResponse = exchange(&mut stream, ApiKey::Produce, 9, &request);
+        let partition = &response.responses[0].partition_responses[0];
+        if partition.error_code == 0 {
+            Ok(partition.base_offset)
+        } else {
+            Err(partition.error_code)
+        }
+    });
+    attempt.unwrap_or(Err(-1))
+}
+
+/// Every record below the high watermark of `topic` at `address` (as a consumer reads).
+fn read_all(address: SocketAddr, topic: &str) -> Vec<(i64, Vec<u8>)> {
+    let mut stream = connect(address);
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(topic_name(topic))
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_fetch_offset(next)
+                            .with_partition_max_bytes(1 << 16),
+                    ]),
+            ]);
+        let response: FetchResponse = exchange(&mut stream, ApiKey::Fetch, 12, &request);
+        let data = &response.responses[0].partitions[0];
+        assert_eq!(data.error_code, 0, "fetch from {address}");
+        let mut records = data.records.clone().unwrap_or_default();
+        if records.is_empty() {
+            return out;
+        }
+        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
+            for record in set.records {
+                if record.offset >= next {
+                    next = record.offset + 1;
+                    out.push((record.offset, record.value.unwrap_or_default().to_vec()));
+                }
+            }
+        }
+    }
+}
+
+/// Prints the tail of each node's log when a test fails (the brokers of
+/// [`controller_and_brokers`] are not a [`Cluster`], which does this itself).
+struct LogsOnPanic(Vec<std::path::PathBuf>);
+
+impl Drop for LogsOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for dir in &self.0 {
+                let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                eprintln!("==== {} ====\n{tail}", dir.display());
+            }
+        }
+    }
+}
+
+/// Sends a signal to a node process (`STOP` pauses it, `CONT` resumes it).
+fn signal(node: &NodeProcess, name: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(node.child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A controller-only node (id 1) and three broker-only nodes (ids 2, 3, 4), so that brokers
+/// can be paused or killed without losing the metadata quorum. Returns `(controller, brokers)`
+/// where `brokers[i]` has node id `i + 2`.
+fn controller_and_brokers(
+    root: &Path,
+    controller_extra: &str,
+    broker_extra: &str,
+) -> (NodeProcess, Vec<NodeProcess>) {
+    let controller_port = free_port();
+    let voters = format!("1@127.0.0.1:{controller_port}");
+    for id in 1..=4 {
+        let data = root.join(format!("node{id}/data"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(
+            data.join("meta.properties"),
+            format!("version=1\ncluster.id=logjam-replication\nnode.id={id}\n"),
+        )
+        .unwrap();
+    }
+    let controller = NodeProcess::start_with_config(
+        &root.join("node1"),
+        &format!(
+            "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n\
+             controller.quorum.voters={voters}\nlog.dirs={}\n{controller_extra}\n",
+            root.join("node1/data").display()
+        ),
+        format!("127.0.0.1:{controller_port}").parse().unwrap(),
+    );
+    let brokers: Vec<NodeProcess> = (2..=4)
+        .map(|id| {
+            let port = free_port();
+            let dir = root.join(format!("node{id}"));
+            NodeProcess::start_with_config(
+                &dir,
+                &format!(
+                    "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
+                     controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
+                     log.dirs={}\nbroker.heartbeat.interval.ms=500\n{broker_extra}\n",
+                    dir.join("data").display()
+                ),
+                format!("127.0.0.1:{port}").parse().unwrap(),
+            )
+        })
+        .collect();
+    wait_until(
+        "three brokers are unfenced",
+        Duration::from_secs(30),
+        || metadata(brokers[0].address).is_some_and(|m| m.brokers.len() == 3),
+    );
+    (controller, brokers)
+}
+
+/// Waits until the ISR of `topic` as `address` sees it is `isr` (sorted).
+fn wait_for_isr(address: SocketAddr, topic: &str, isr: &[i32], within: Duration) -> i32 {
+    let mut leader = -1;
+    wait_until(&format!("ISR of {topic} is {isr:?}"), within, || {
+        partition_state(address, topic).is_some_and(|(l, current)| {
+            leader = l;
+            current == isr && l >= 0
+        })
+    });
+    leader
+}
+
+/// Goal: with RF 3, acks=all and min.insync.replicas=2, killing the partition leader in the
+/// middle of a produce stream loses no acknowledged record. Method: produce unique values one
+/// by one to whichever broker leads, kill the leader after 30 acknowledgements, keep producing
+/// to the new leader until 30 more are acknowledged, then read the new leader's log: every
+/// acknowledged value is there, once, in acknowledgement order.
+#[test]
+fn acknowledged_records_survive_leader_kill_with_acks_all() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(
+        root.path(),
+        3,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2",
+    );
+    let any = cluster.nodes[0].address;
+    create_topic(any, "stream", &[]);
+    tracing_free_wait(any);
+    let leader_of = |cluster: &Cluster, alive: &[usize]| -> Option<usize> {
+        alive.iter().find_map(|&i| {
+            let (leader, _) = partition_state(cluster.nodes[i].address, "stream")?;
+            (leader >= 1 && alive.contains(&((leader - 1) as usize))).then(|| (leader - 1) as usize)
+        })
+    };
+    let mut alive = vec![0, 1, 2];
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    let mut attempt = 0u32;
+    let mut killed = false;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while acked.len() < 60 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} acks in time",
+            acked.len()
+        );
+        if !killed && acked.len() == 30 {
+            let victim = leader_of(&cluster, &alive).expect("a leader");
+            cluster.nodes[victim].kill();
+            alive.retain(|&i| i != victim);
+            killed = true;
+        }
+        let Some(leader) = leader_of(&cluster, &alive) else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        attempt += 1;
+        let value = format!("value-{attempt}").into_bytes();
+        match produce(cluster.nodes[leader].address, "stream", &value, -1) {
+            Ok(_) => acked.push(value),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let leader = leader_of(&cluster, &alive).expect("a leader");
+    let log: Vec<Vec<u8>> = read_all(cluster.nodes[leader].address, "stream")
+        .into_iter()
+        .map(|(_, value)| value)
+        .collect();
+    let positions: Vec<usize> = acked
+        .iter()
+        .map(|value| {
+            let found: Vec<usize> = log
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| *v == value)
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(
+                found.len(),
+                1,
+                "acknowledged {} appears {} times",
+                String::from_utf8_lossy(value),
+                found.len()
+            );
+            found[0]
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "acknowledged records out of order"
+    );
+}
+
+/// Waits until the topic `stream` has a leader and a full ISR.
+fn tracing_free_wait(address: SocketAddr) {
+    wait_for_isr(address, "stream", &[1, 2, 3], Duration::from_secs(30));
+}
+
+/// Goal: followers that stop fetching leave the ISR after `replica.lag.time.max.ms`, by the
+/// leader's AlterPartition once the leader has records they miss (the broker session is
+/// longer, so fencing cannot be the cause);
+/// then acks=all succeeds with min.insync.replicas=1 and is refused with NOT_ENOUGH_REPLICAS
+/// with min.insync.replicas=2; resumed followers rejoin the ISR.
+#[test]
+fn isr_shrinks_to_leader_when_followers_stop_and_acks_all_follows_min_isr() {
+    let root = tempfile::tempdir().unwrap();
+    let _logs = LogsOnPanic(
+        (1..=4)
+            .map(|id| root.path().join(format!("node{id}")))
+            .collect(),
+    );
+    let (_controller, brokers) = controller_and_brokers(
+        root.path(),
+        "broker.session.timeout.ms=20000",
+        "replica.lag.time.max.ms=2000",
+    );
+    let any = brokers[0].address;
+    create_topic(any, "one", &[("min.insync.replicas", "1")]);
+    create_topic(any, "two", &[("min.insync.replicas", "2")]);
+    let leader_one = wait_for_isr(any, "one", &[2, 3, 4], Duration::from_secs(30));
+    let leader_two = wait_for_isr(any, "two", &[2, 3, 4], Duration::from_secs(30));
+    // Put both topics' leaders on one broker is not guaranteed; pause the followers of each
+    // separately would be confusing, so pause every broker but one leader and check that
+    // topic, then the other.
+    for (topic, leader, min_isr) in [("one", leader_one, 1), ("two", leader_two, 2)] {
+        let leader_index = (leader - 2) as usize;
+        assert!(produce(brokers[leader_index].address, topic, b"before", -1).is_ok());
+        let followers: Vec<usize> = (0..3).filter(|&i| i != leader_index).collect();
+        for &i in &followers {
+            signal(&brokers[i], "STOP");
+        }
+        // A follower at the leader's log end is never out of sync (`Replica.isCaughtUp`):
+        // the leader needs a write the followers miss.
+        let started = Instant::now();
+        assert!(produce(brokers[leader_index].address, topic, b"missed", 1).is_ok());
+        wait_for_isr(
+            brokers[leader_index].address,
+            topic,
+            &[leader],
+            Duration::from_secs(12),
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500),
+            "the ISR shrank before replica.lag.time.max.ms"
+        );
+        let outcome = produce(brokers[leader_index].address, topic, b"alone", -1);
+        if min_isr == 1 {
+            assert!(outcome.is_ok(), "acks=all with min ISR 1: {outcome:?}");
+        } else {
+            assert_eq!(outcome, Err(NOT_ENOUGH_REPLICAS));
+        }
+        for &i in &followers {
+            signal(&brokers[i], "CONT");
+        }
+        wait_for_isr(
+            brokers[leader_index].address,
+            topic,
+            &[2, 3, 4],
+            Duration::from_secs(20),
+        );
+        assert!(produce(brokers[leader_index].address, topic, b"after", -1).is_ok());
+    }
+}
+
+/// Sets up `topic` with its ISR shrunk to its leader (followers paused) and `count` records
+/// acknowledged by the leader alone. Returns `(leader index, paused follower indices, acked
+/// offsets)`.
+fn write_to_lonely_leader(
+    brokers: &[NodeProcess],
+    topic: &str,
+    count: usize,
+) -> (usize, Vec<usize>, Vec<i64>) {
+    let any = brokers[0].address;
+    create_topic(any, topic, &[("min.insync.replicas", "1")]);
+    let leader = wait_for_isr(any, topic, &[2, 3, 4], Duration::from_secs(30));
+    let leader_index = (leader - 2) as usize;
+    for i in 0..5 {
+        let value = format!("replicated-{i}");
+        assert!(produce(brokers[leader_index].address, topic, value.as_bytes(), -1).is_ok());
+    }
+    // Every follower has the replicated records once the leader's HW covers them (acks=all).
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader_index).collect();
+    for &i in &followers {
+        signal(&brokers[i], "STOP");
+    }
+    assert!(produce(brokers[leader_index].address, topic, b"missed", 1).is_ok());
+    wait_for_isr(
+        brokers[leader_index].address,
+        topic,
+        &[leader],
+        Duration::from_secs(15),
+    );
+    let acked: Vec<i64> = (0..count)
+        .map(|i| {
+            let value = format!("lonely-{i}");
+            produce(brokers[leader_index].address, topic, value.as_bytes(), -1)
+                .expect("acks=all with min ISR 1 and ISR = leader")
+        })
+        .collect();
+    (leader_index, followers, acked)
+}
+
+/// Goal: with unclean.leader.election.enable=true, records acknowledged by a lonely leader are
+/// lost when it dies and a stale follower is elected, and the old leader truncates them when
+/// it comes back (their offsets are reused). Method: pause the followers until the ISR is the
+/// leader, write, kill the leader, resume one follower: it is elected uncleanly; restart the old
+/// leader and check both logs.
+#[test]
+fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
+    let root = tempfile::tempdir().unwrap();
+    let _logs = LogsOnPanic(
+        (1..=4)
+            .map(|id| root.path().join(format!("node{id}")))
+            .collect(),
+    );
+    let (_controller, mut brokers) = controller_and_brokers(
+        root.path(),
+        "broker.session.timeout.ms=3000\nunclean.leader.election.enable=true",
+        "replica.lag.time.max.ms=2000",
+    );
+    let (old, followers, acked) = write_to_lonely_leader(&brokers, "unclean", 5);
+    let first_lost = acked[0];
+    brokers[old].kill();
+    let stale = followers[0];
+    signal(&brokers[stale], "CONT");
+    let stale_id = stale as i32 + 2;
+    wait_until(
+        "the stale follower is elected uncleanly",
+        Duration::from_secs(30),
+        || partition_state(brokers[stale].address, "unclean").is_some_and(|(l, _)| l == stale_id),
+    );
+    // The acknowledged records are gone, and their offsets are handed out again.
+    let reused = loop {
+        match produce(brokers[stale].address, "unclean", b"new-epoch", 1) {
+            Ok(offset) => break offset,
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    assert_eq!(reused, first_lost, "the lost offsets are reused");
+    brokers[old].restart();
+    signal(&brokers[followers[1]], "CONT");
+    wait_until(
+        "the old leader rejoins the ISR",
+        Duration::from_secs(30),
+        || {
+            partition_state(brokers[stale].address, "unclean")
+                .is_some_and(|(_, isr)| isr.contains(&(old as i32 + 2)))
+        },
+    );
+    let log = read_all(brokers[stale].address, "unclean");
+    assert!(log.iter().all(|(_, v)| !v.starts_with(b"lonely-")));
+    assert!(
+        log.iter()
+            .any(|(o, v)| *o == first_lost && v == b"new-epoch")
+    );
+    // The old leader truncated its acknowledged records: its log now matches the leader's.
+    // Read it as leader after moving nothing: check its log files through a restart-free path
+    // by waiting for its log end to match (it has fetched past the divergence point).
+    wait_until(
+        "the old leader's log has no lonely record",
+        Duration::from_secs(20),
+        || {
+            let dir = brokers[old].dir.join("data/unclean-0");
+            let bytes: Vec<u8> = std::fs::read_dir(&dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(Result::ok)
+                        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                        .flat_map(|e| std::fs::read(e.path()).unwrap_or_default())
+                        .collect()
+                })
+                .unwrap_or_default();
+            !bytes.windows(7).any(|w| w == b"lonely-") && !bytes.is_empty()
+        },
+    );
+}
+
+/// Goal: with unclean.leader.election.enable=false the same scenario keeps the partition
+/// offline until the ISR member returns, and no acknowledged record is lost.
+#[test]
+fn clean_election_keeps_partition_offline_until_isr_member_returns() {
+    let root = tempfile::tempdir().unwrap();
+    let _logs = LogsOnPanic(
+        (1..=4)
+            .map(|id| root.path().join(format!("node{id}")))
+            .collect(),
+    );
+    let (_controller, mut brokers) = controller_and_brokers(
+        root.path(),
+        "broker.session.timeout.ms=3000\nunclean.leader.election.enable=false",
+        "replica.lag.time.max.ms=2000",
+    );
+    let (old, followers, acked) = write_to_lonely_leader(&brokers, "clean", 5);
+    brokers[old].kill();
+    for &i in &followers {
+        signal(&brokers[i], "CONT");
+    }
+    wait_until("the partition is offline", Duration::from_secs(20), || {
+        partition_state(brokers[followers[0]].address, "clean").is_some_and(|(l, _)| l == -1)
+    });
+    // It stays offline while only stale followers are alive (a few seconds is enough to see
+    // that no election happens: the controller would elect at once).
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let state = partition_state(brokers[followers[0]].address, "clean");
+        assert!(
+            state.as_ref().is_none_or(|(l, _)| *l == -1),
+            "elected: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    brokers[old].restart();
+    let old_id = old as i32 + 2;
+    wait_until(
+        "the old leader is elected again",
+        Duration::from_secs(30),
+        || {
+            partition_state(brokers[followers[0]].address, "clean")
+                .is_some_and(|(l, _)| l == old_id)
+        },
+    );
+    wait_until(
+        "every acknowledged record is readable",
+        Duration::from_secs(20),
+        || {
+            let log = std::panic::catch_unwind(|| read_all(brokers[old].address, "clean"))
+                .unwrap_or_default();
+            acked.iter().all(|offset| {
+                log.iter()
+                    .any(|(o, v)| o == offset && v.starts_with(b"lonely-"))
+            })
+        },
+    );
+}
