@@ -57,8 +57,8 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// A setting, `key=value`, repeatable: node properties (min.insync.replicas,
     /// unclean.leader.election.enable, log.flush.interval.messages, ...), client properties
-    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default 1 until
-    /// partition replication lands).
+    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default: 3, or the
+    /// number of nodes when fewer).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Where runs are stored.

@@ -49,6 +49,9 @@ const FAULTS_NOT_YET: &[&str] = &["partition", "power-loss", "corrupt", "disk-fu
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let faults = parse_faults(&args.nemesis)?;
     let (node_settings, user_client_settings, replication_factor) = split_settings(&args.set)?;
+    // Kafka's usual production choice, bounded by the cluster size.
+    let replication_factor =
+        replication_factor.unwrap_or_else(|| i16::try_from(args.nodes.min(3)).unwrap_or(3));
     // The node does not serve InitProducerId yet (idempotence comes with replication), and a
     // Kafka 4 client then refuses to produce; the user may still ask for it with --set.
     let mut client_settings = vec![("enable.idempotence".to_owned(), "false".to_owned())];
@@ -358,21 +361,21 @@ type Properties = Vec<(String, String)>;
 
 /// Splits `--set key=value` into node properties, client properties and the replication
 /// factor.
-fn split_settings(settings: &[String]) -> anyhow::Result<(Properties, Properties, i16)> {
+fn split_settings(settings: &[String]) -> anyhow::Result<(Properties, Properties, Option<i16>)> {
     let mut node = Vec::new();
     let mut client = Vec::new();
-    // Partition replication (followers fetching from leaders) is the next cluster issue; until
-    // then a partition with more than one replica could never commit.
-    let mut replication_factor = 1;
+    let mut replication_factor = None;
     for setting in settings {
         let (key, value) = setting
             .split_once('=')
             .with_context(|| format!("--set {setting}: expected key=value"))?;
         let (key, value) = (key.trim().to_owned(), value.trim().to_owned());
         if key == "replication.factor" {
-            replication_factor = value
-                .parse()
-                .with_context(|| format!("--set replication.factor={value}: not a number"))?;
+            replication_factor = Some(
+                value
+                    .parse()
+                    .with_context(|| format!("--set replication.factor={value}: not a number"))?,
+            );
         } else if CLIENT_KEYS.contains(&key.as_str()) {
             client.push((key, value));
         } else {
@@ -470,7 +473,7 @@ mod tests {
             vec![("min.insync.replicas".to_owned(), "2".to_owned())]
         );
         assert_eq!(client, vec![("acks".to_owned(), "1".to_owned())]);
-        assert_eq!(factor, 1);
+        assert_eq!(factor, Some(1));
         assert!(split_settings(&["acks".into()]).is_err());
     }
 }

@@ -75,8 +75,16 @@ impl NodeProcess {
         NodeProcess::start_with(dir, port, &config)
     }
 
-    /// A node with a complete config text listening on `port`.
+    /// A node with a complete config text listening on `port`; waits until it serves.
     pub fn start_with(dir: &Path, port: u16, config: &str) -> NodeProcess {
+        let node = NodeProcess::launch_with(dir, port, config);
+        node.wait_ready();
+        node
+    }
+
+    /// Like [`NodeProcess::start_with`] without waiting: a node of a multi-node cluster only
+    /// opens its client listener once a controller quorum has registered it.
+    pub fn launch_with(dir: &Path, port: u16, config: &str) -> NodeProcess {
         std::fs::create_dir_all(dir).unwrap();
         let config_path = dir.join("server.properties");
         std::fs::write(&config_path, config).unwrap();
@@ -86,11 +94,11 @@ impl NodeProcess {
             dir: dir.to_owned(),
             config_path,
         };
-        node.spawn();
+        node.launch();
         node
     }
 
-    fn spawn(&mut self) {
+    fn launch(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -106,7 +114,11 @@ impl NodeProcess {
                 .spawn()
                 .expect("logjam-node starts"),
         );
-        let deadline = Instant::now() + Duration::from_secs(30);
+    }
+
+    /// Waits until the client listener accepts connections.
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect_timeout(&self.address, Duration::from_millis(200)).is_err() {
             assert!(
                 Instant::now() < deadline,
@@ -133,7 +145,8 @@ impl NodeProcess {
     /// Starts the killed node again on the same port and data.
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        self.launch();
+        self.wait_ready();
     }
 }
 
@@ -172,9 +185,22 @@ impl MultiNode {
                     voters.join(","),
                     node_dir.join("data").display()
                 );
-                NodeProcess::start_with(&node_dir, *broker, &config)
+                // One cluster id for all, as `kafka-storage format --cluster-id` does.
+                std::fs::create_dir_all(node_dir.join("data")).unwrap();
+                std::fs::write(
+                    node_dir.join("data").join("meta.properties"),
+                    format!(
+                        "version=1\ncluster.id=logjam-client-test\nnode.id={}\n",
+                        i + 1
+                    ),
+                )
+                .unwrap();
+                NodeProcess::launch_with(&node_dir, *broker, &config)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        for node in &nodes {
+            node.wait_ready();
+        }
         MultiNode { nodes }
     }
 
