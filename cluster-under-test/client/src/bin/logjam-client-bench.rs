@@ -22,6 +22,9 @@ struct Args {
     /// Partitions of each topic.
     #[arg(long, default_value_t = 3)]
     partitions: i32,
+    /// Replication factor of the benchmark topic.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i16,
     /// Messages per combination.
     #[arg(long, default_value_t = 20_000)]
     messages: usize,
@@ -65,7 +68,11 @@ async fn main() -> anyhow::Result<()> {
                 combination += 1;
                 let topic = format!("{}-{run_id}-{combination}", args.topic);
                 for (_, outcome) in admin
-                    .create_topics(&[NewTopic::new(&topic, args.partitions, 1)])
+                    .create_topics(&[NewTopic::new(
+                        &topic,
+                        args.partitions,
+                        args.replication_factor,
+                    )])
                     .await?
                 {
                     outcome.with_context(|| format!("creating {topic}"))?;
