@@ -1,6 +1,6 @@
 //! Retries across a leader kill on a 3-node cluster, with and without idempotence. The
-//! idempotent one waits for the idempotent producer on the broker (InitProducerId and sequence
-//! dedupe, issue 4 item 6) and is ignored until then.
+//! idempotent one relies on the broker's idempotent producer (InitProducerId and sequence
+//! dedupe, with the producer state replicated to followers, issue 4 item 6).
 
 mod common;
 
@@ -81,7 +81,6 @@ async fn produce_across_leader_kill(idempotent: bool, count: u32) -> (Vec<String
 
 /// With idempotence, every acknowledged value is read exactly once, in send order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the idempotent producer on the broker (issue 4, item 6)"]
 async fn idempotent_retries_across_a_leader_kill_neither_lose_nor_duplicate() {
     let (acked, read) = produce_across_leader_kill(true, 2000).await;
     let mut counts = BTreeMap::new();

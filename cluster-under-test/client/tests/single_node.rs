@@ -1,5 +1,5 @@
 //! The client against a real `logjam-node` process: produce/consume round trips, Kafka 4's
-//! idempotence refusal, buffer exhaustion, admin, and interop with librdkafka both ways.
+//! default idempotence, buffer exhaustion, admin, and interop with librdkafka both ways.
 
 mod common;
 
@@ -155,14 +155,15 @@ async fn acks_zero_has_no_offsets_and_acks_one_does() {
     assert_eq!(consume_all(&mut consumer, "acks", 1, 2).await.len(), 2);
 }
 
-/// Kafka 4: the idempotent producer (on by default) needs InitProducerId. This node does not
-/// serve it yet, so every send fails with a clear, definite error, as Java's producer fails
-/// with UnsupportedVersionException; explicit `enable.idempotence=true` says so too.
+/// Kafka 4: the idempotent producer is on by default and needs InitProducerId, which the node
+/// serves (issue 4 item 6): with the default and with explicit `enable.idempotence=true`, sends
+/// are acknowledged at dense offsets and read back once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn default_idempotence_fails_clearly_without_init_producer_id() {
+async fn default_idempotence_gets_a_producer_id_and_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), "");
     create(&node, "idem", 1).await;
+    let mut expected_offset = 0;
     for explicit in [false, true] {
         let bootstrap = node.bootstrap();
         let mut props = vec![("bootstrap.servers", bootstrap.as_str())];
@@ -171,24 +172,20 @@ async fn default_idempotence_fails_clearly_without_init_producer_id() {
         }
         let producer = Producer::from_properties(props).unwrap();
         assert!(producer.config().enable_idempotence);
-        let result = producer
-            .send(ProducerRecord::new("idem", Bytes::from_static(b"v")))
-            .await
-            .unwrap()
-            .await;
-        let error = result.unwrap_err();
-        assert!(
-            matches!(&error.error, Error::IdempotenceUnsupported { explicit: e, .. } if *e == explicit),
-            "{error}"
-        );
-        assert_eq!(error.certainty, Certainty::Definite);
-        assert!(error.to_string().contains("enable.idempotence=false"));
-        // The producer is now failed: later sends are refused up front.
-        let later = producer
-            .send(ProducerRecord::new("idem", Bytes::from_static(b"v")))
-            .await;
-        assert!(matches!(later, Err(Error::IdempotenceUnsupported { .. })));
+        for _ in 0..2 {
+            let acknowledged = producer
+                .send(ProducerRecord::new("idem", Bytes::from_static(b"v")))
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            assert_eq!(acknowledged.offset, Some(Offset(expected_offset)));
+            expected_offset += 1;
+        }
+        producer.close().await;
     }
+    let mut consumer = consumer(&node);
+    assert_eq!(consume_all(&mut consumer, "idem", 1, 4).await.len(), 4);
 }
 
 /// Goal: `send()` blocks at most `max.block.ms` waiting for buffer memory, then fails with

@@ -29,7 +29,8 @@ use uuid::Uuid;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, RequestKind, ResponseKind, TopicName,
+    AllocateProducerIdsRequest, CreateTopicsRequest, CreateTopicsResponse, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -38,6 +39,8 @@ use crate::controller::{
     BrokerLifecycleSettings, ControllerConfig, Quorum, QuorumSettings, QuorumStartError,
 };
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
+use crate::producer_ids::ProducerIdBlock;
+use crate::producer_state::{ProducerBatch, ProducerId, ProducerStateTable, Verdict};
 use crate::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, diverging_epoch,
     follower_truncation_offset, next_high_watermark, out_of_sync_replicas, should_expand_isr,
@@ -245,6 +248,10 @@ pub struct Partition {
     replica_lag_time_max_ms: i64,
     /// Leader-side replication state.
     leader_state: Mutex<LeaderState>,
+    /// Idempotent-producer state (kafka-semantics.md §2), kept in step with the log: only
+    /// locked while the log lock is held (log first), updated on every leader and follower
+    /// append, rebuilt by replaying the log when the partition opens and after a truncation.
+    producers: Mutex<ProducerStateTable>,
 }
 
 impl Partition {
@@ -301,6 +308,13 @@ impl Partition {
 
     fn lock(&self) -> MutexGuard<'_, logjam_storage::Log> {
         lock_log(&self.log)
+    }
+
+    /// The producer state; callers hold the log lock first.
+    fn producers(&self) -> MutexGuard<'_, ProducerStateTable> {
+        self.producers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The partition's log start, high watermark and log end.
@@ -577,8 +591,31 @@ impl Partition {
         let partition = Arc::clone(&self);
         // fsync can happen inside an append (flush.messages, segment roll): keep it off the
         // async workers.
+        let producer_batch = idempotent_batch(&records)?;
         let appended = tokio::task::spawn_blocking(move || {
             let mut log = partition.lock();
+            let mut producers = partition.producers();
+            if let Some(batch) = &producer_batch {
+                match producers.check(batch) {
+                    Ok(Verdict::Append) => {}
+                    Ok(Verdict::Duplicate(original)) => {
+                        // A retry of a batch already in the log: answer its original offsets,
+                        // append nothing (acks=all still waits for the original to commit).
+                        tracing::debug!(partition = %partition.topic_partition, ?batch,
+                            first_offset = original.first_offset.0, "duplicate batch");
+                        return Ok(Appended {
+                            base_offset: original.first_offset.0,
+                            log_start_offset: log.log_start_offset().0,
+                            end_offset: original.last_offset.0 + 1,
+                            leader_epoch,
+                        });
+                    }
+                    Err(error) => {
+                        tracing::debug!(partition = %partition.topic_partition, %error, "batch refused");
+                        return Err(error.response_error());
+                    }
+                }
+            }
             let info = log
                 .append_as_leader(&records, LeaderEpoch(leader_epoch), now_ms())
                 .map_err(|error| {
@@ -586,6 +623,10 @@ impl Partition {
                     ResponseError::try_from_code(error.kafka_error_code())
                         .unwrap_or(ResponseError::UnknownServerError)
                 })?;
+            if let Some(batch) = &producer_batch {
+                producers.record(batch, info.first_offset, info.last_offset);
+            }
+            drop(producers);
             let log_start_offset = log.log_start_offset().0;
             drop(log);
             partition.maybe_advance_high_watermark();
@@ -705,12 +746,16 @@ impl Partition {
             } else {
                 log.truncate_to(offset).map_err(|error| error.to_string())?;
             }
+            // Truncated batches may have been recorded: replay what is left.
+            *self.producers() = replay_producer_state(&log).map_err(|error| error.to_string())?;
             return Ok(());
         }
         let whole = logjam_storage::batch::complete_batches_len(records);
         if whole > 0 {
             log.append_as_follower(&records[..whole], now_ms())
                 .map_err(|error| error.to_string())?;
+            // Followers track producers too, so dedupe survives a leader change (§2).
+            record_producer_batches(&mut self.producers(), &records[..whole]);
         }
         let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
         if high_watermark >= Offset(0) {
@@ -765,6 +810,10 @@ pub struct Broker {
     isr_changes: tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, IsrChange)>,
     /// The receiving end, until the replication task takes it.
     isr_change_receiver: Mutex<Option<IsrChangeReceiver>>,
+    /// The block InitProducerId hands ids out of; refilled from the controller. An async
+    /// mutex: it is held while AllocateProducerIds is in flight, so one block is fetched at a
+    /// time.
+    producer_ids: tokio::sync::Mutex<ProducerIdBlock>,
 }
 
 /// The queue of ISR changes from partitions to the replication task.
@@ -800,6 +849,9 @@ pub enum StartError {
 
 /// Kafka's `initial.broker.registration.timeout.ms` default.
 const INITIAL_REGISTRATION_TIMEOUT_MS: u64 = 60_000;
+
+/// How long a broker waits for the controller's AllocateProducerIds answer.
+const PRODUCER_ID_BLOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a broker waits for its controller to answer a topic creation.
 const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -878,6 +930,7 @@ impl Broker {
         Ok(Broker {
             isr_changes,
             isr_change_receiver: Mutex::new(Some(isr_change_receiver)),
+            producer_ids: tokio::sync::Mutex::new(ProducerIdBlock::default()),
             cluster_id,
             logs,
             quorum,
@@ -994,6 +1047,48 @@ impl Broker {
         }
     }
 
+    /// A fresh producer id for a non-transactional InitProducerId, from this broker's block,
+    /// asking the active controller for the next block (AllocateProducerIds) when it is used
+    /// up.
+    ///
+    /// # Errors
+    /// `COORDINATOR_LOAD_IN_PROGRESS` (retriable, as Kafka's `RPCProducerIdManager` answers)
+    /// when no block could be had from the controller.
+    pub async fn next_producer_id(&self) -> Result<ProducerId, ResponseError> {
+        let mut block = self.producer_ids.lock().await;
+        if let Some(id) = block.claim() {
+            return Ok(id);
+        }
+        let request = AllocateProducerIdsRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
+            .with_broker_epoch(self.quorum.status().broker_epoch.unwrap_or(-1));
+        let answer = self
+            .quorum
+            .forward(
+                RequestKind::AllocateProducerIds(request),
+                PRODUCER_ID_BLOCK_TIMEOUT,
+            )
+            .await;
+        match answer {
+            Some(ResponseKind::AllocateProducerIds(response)) if response.error_code == 0 => {
+                *block =
+                    ProducerIdBlock::new(response.producer_id_start.0, response.producer_id_len);
+                tracing::info!(
+                    start = response.producer_id_start.0,
+                    len = response.producer_id_len,
+                    "new producer id block"
+                );
+                block
+                    .claim()
+                    .ok_or(ResponseError::CoordinatorLoadInProgress)
+            }
+            other => {
+                tracing::warn!(answer = ?other, "no producer id block from the controller");
+                Err(ResponseError::CoordinatorLoadInProgress)
+            }
+        }
+    }
+
     /// The partition `index` of `topic`, if this node is one of its replicas (opening its log
     /// the first time), with leader, epochs and ISR refreshed from the image.
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
@@ -1062,6 +1157,8 @@ impl Broker {
                 .create_log(topic_partition.clone(), log_config)
                 .map_err(|error| CreateTopicError::Storage(error.to_string()))?,
         };
+        let producers = replay_producer_state(&lock_log(&log))
+            .map_err(|error| CreateTopicError::Storage(error.to_string()))?;
         let partition = Arc::new(Partition {
             topic_partition,
             log,
@@ -1075,6 +1172,7 @@ impl Broker {
             appends: self.appends.clone(),
             replica_lag_time_max_ms: self.replica_lag_time_max_ms(),
             leader_state: Mutex::new(LeaderState::default()),
+            producers: Mutex::new(producers),
         });
         partition.apply_state(state);
         partition.maybe_advance_high_watermark();
@@ -1252,6 +1350,83 @@ fn broker_log_config(config: &Config, topic_configs: &BTreeMap<String, String>) 
             as usize,
         ..LogConfig::default()
     }
+}
+
+/// The producer fields of a leader append's records, when they carry a producer id.
+///
+/// # Errors
+/// `INVALID_RECORD` for several batches in one partition of a request when one of them is
+/// idempotent: clients send one batch per partition, and the per-batch dedupe answer (one base
+/// offset) has no meaning for several; this node does not support it.
+fn idempotent_batch(records: &[u8]) -> Result<Option<ProducerBatch>, ResponseError> {
+    let mut headers = Vec::new();
+    for item in logjam_storage::batch::batches(records) {
+        match item {
+            Ok((_, header)) => headers.push(header),
+            // Malformed: the storage's validation gives the precise error.
+            Err(_) => return Ok(None),
+        }
+    }
+    let producer_batches: Vec<_> = headers
+        .iter()
+        .filter_map(ProducerBatch::from_header)
+        .collect();
+    match (headers.len(), producer_batches.first()) {
+        (_, None) => Ok(None),
+        (1, Some(batch)) => Ok(Some(*batch)),
+        (count, Some(_)) => {
+            tracing::debug!(count, "several batches with a producer id in one partition");
+            Err(ResponseError::InvalidRecord)
+        }
+    }
+}
+
+/// Records every producer batch of `records` (whole batches as stored, offsets assigned).
+fn record_producer_batches(table: &mut ProducerStateTable, records: &[u8]) {
+    for item in logjam_storage::batch::batches(records) {
+        let Ok((_, header)) = item else { break };
+        if header.is_control() {
+            continue;
+        }
+        if let Some(batch) = ProducerBatch::from_header(&header) {
+            table.record(&batch, header.base_offset, header.last_offset());
+        }
+    }
+}
+
+/// Rebuilds a partition's producer state by replaying its whole log, from the log start to
+/// the log end. There are no producer snapshots (kafka-semantics.md §7.4): on open this reads
+/// every segment once, which is acceptable for the logs a test run writes.
+///
+/// # Errors
+/// A storage error from reading the log.
+fn replay_producer_state(
+    log: &logjam_storage::Log,
+) -> Result<ProducerStateTable, logjam_storage::Error> {
+    const READ_BYTES: usize = 1 << 20;
+    let mut table = ProducerStateTable::new();
+    let end = log.log_end_offset();
+    let mut position = log.log_start_offset();
+    while position < end {
+        let read = log.read(position, READ_BYTES, end, true)?;
+        if read.batch_count == 0 || read.next_offset <= position {
+            // A gap (a follower's log can jump ahead to a new segment): go to the next one.
+            match log
+                .segment_base_offsets()
+                .into_iter()
+                .find(|base| *base > position)
+            {
+                Some(base) => {
+                    position = base;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        record_producer_batches(&mut table, &read.records);
+        position = read.next_offset;
+    }
+    Ok(table)
 }
 
 /// Milliseconds since the Unix epoch, the clock Kafka stamps into logs.

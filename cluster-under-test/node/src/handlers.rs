@@ -7,6 +7,7 @@
 mod api_versions;
 mod create_topics;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -24,6 +25,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
     ApiKey::DescribeQuorum,
+    ApiKey::InitProducerId,
 ];
 
 /// What a handler wants sent back.
@@ -73,6 +75,9 @@ pub async fn dispatch(
                 Some(ResponseKind::DescribeQuorum(response)) => response,
                 _ => crate::controller::quorum::describe_quorum_response(None),
             })
+        }
+        RequestKind::InitProducerId(request) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, &request).await)
         }
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, &request))

@@ -17,10 +17,13 @@
 //! - [`config`]: `server.properties` with Kafka's names and defaults; unknown keys are errors.
 //! - [`server`]: the listener, per-connection loops, periodic flush/checkpoint, clean shutdown.
 //! - [`frame`]: untrusted bytes to requests and responses back; never panics on any input.
-//! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets.
+//! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets,
+//!   InitProducerId.
 //! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
 //! - [`topics`]: Kafka's naming and topic-config rules.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
+//! - [`producer_state`]: the idempotent producer's per-partition state and checks (pure);
+//!   [`producer_ids`]: the broker's block of producer ids for InitProducerId (pure).
 //! - [`replication`]: pure replication decisions (ISR shrink/expand, high watermark, acks=all,
 //!   divergence truncation); [`replica_fetcher`]: the follower fetchers and ISR changes (tokio).
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions, the metadata
@@ -37,6 +40,8 @@ pub mod controller;
 pub mod frame;
 pub mod handlers;
 pub mod metadata;
+pub mod producer_ids;
+pub mod producer_state;
 pub mod replica_fetcher;
 pub mod replication;
 pub mod server;

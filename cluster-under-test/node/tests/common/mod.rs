@@ -96,7 +96,19 @@ pub fn exchange<Req: Encodable, Resp: Decodable>(
 
 /// Connects with a timeout so a hung node fails the test instead of hanging it.
 pub fn connect(address: SocketAddr) -> TcpStream {
-    let stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
+    // A node under load (2 cores, several clusters of a test binary at once) may be between
+    // losing and regaining its registration, when its client listener refuses connections:
+    // retry for a while before calling it a failure.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let stream = loop {
+        match TcpStream::connect_timeout(&address, Duration::from_secs(5)) {
+            Ok(stream) => break stream,
+            Err(error) if Instant::now() >= deadline => {
+                panic!("cannot connect to {address}: {error}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
@@ -105,6 +117,17 @@ pub fn connect(address: SocketAddr) -> TcpStream {
 
 /// A v2 record batch holding `values`, as a producer would send it.
 pub fn batch(values: &[&[u8]]) -> Bytes {
+    producer_batch(values, -1, -1, -1)
+}
+
+/// A v2 record batch holding `values` from an idempotent producer (`producer_id`,
+/// `producer_epoch`), its records numbered from `base_sequence`; `-1`s for no producer.
+pub fn producer_batch(
+    values: &[&[u8]],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
@@ -113,11 +136,15 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: i as i32,
+            sequence: if base_sequence < 0 {
+                i as i32
+            } else {
+                base_sequence + i as i32
+            },
             timestamp: 1_700_000_000_000,
             key: None,
             value: Some(Bytes::copy_from_slice(value)),

@@ -82,10 +82,10 @@ def run_kafka_python(bootstrap, topic, partitions, messages):
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     admin.close()
 
-    # kafka-python 3 turns idempotence on by default, which needs InitProducerId; the node
-    # serves it once the idempotent producer is built (replication issue). Until then the
-    # client would stop with IncompatibleBrokerVersion, so ask for plain acks=all.
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=False)
+    # kafka-python 3 turns idempotence on by default (InitProducerId, sequence numbers):
+    # leave the default so the node's idempotent producer is exercised.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    assert producer.config["enable_idempotence"], "kafka-python default should be idempotent"
     futures = []
     for i, (key, value) in enumerate(messages):
         futures.append((key, value, producer.send(topic, key=key, value=value, partition=i % partitions)))
