@@ -22,11 +22,30 @@ async fn produce_across_leader_kill(idempotent: bool, count: u32) -> (Vec<String
     );
     let bootstrap = cluster.bootstrap();
     let admin = Admin::from_properties([("bootstrap.servers", bootstrap.as_str())]).unwrap();
-    let topic = NewTopic::new("failover", 1, 3).with_config("min.insync.replicas", "2");
-    admin.create_topics(&[topic]).await.unwrap()[0]
-        .1
-        .clone()
-        .unwrap();
+    // Right after start a quorum may still be settling (a broker briefly fenced under load, a
+    // controller election): retry creation for a while, as an operator would.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let topic = NewTopic::new("failover", 1, 3).with_config("min.insync.replicas", "2");
+        match admin.create_topics(&[topic]).await {
+            // TOPIC_ALREADY_EXISTS (36): an earlier attempt did create it.
+            Ok(results)
+                if matches!(
+                    &results[0].1,
+                    Ok(()) | Err(logjam_client::Error::Broker { code: 36, .. })
+                ) =>
+            {
+                break;
+            }
+            outcome => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "cannot create the topic: {outcome:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
     let idempotence = if idempotent { "true" } else { "false" };
     let producer = Producer::from_properties([
         ("bootstrap.servers", bootstrap.as_str()),
