@@ -52,10 +52,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     // Kafka's usual production choice, bounded by the cluster size.
     let replication_factor =
         replication_factor.unwrap_or_else(|| i16::try_from(args.nodes.min(3)).unwrap_or(3));
-    // The node does not serve InitProducerId yet (idempotence comes with replication), and a
-    // Kafka 4 client then refuses to produce; the user may still ask for it with --set.
-    let mut client_settings = vec![("enable.idempotence".to_owned(), "false".to_owned())];
-    client_settings.extend(user_client_settings);
+    // Kafka 4's client defaults (acks=all, idempotence on) unless the user says otherwise.
+    let client_settings = user_client_settings;
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
