@@ -25,6 +25,33 @@ pub enum Command {
     Run(RunArgs),
     /// Re-check a stored run or a history file offline and write report.json beside it.
     Check(CheckArgs),
+    /// The built-in cluster for manual use.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+/// `logjam cluster` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start a cluster, print how to reach it, keep it until Ctrl-C.
+    Up(ClusterUpArgs),
+}
+
+/// Arguments of `logjam cluster up`.
+#[derive(Debug, Args)]
+pub struct ClusterUpArgs {
+    /// Number of nodes, each a combined broker and KRaft controller voter.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// A node property, `key=value`, repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Where the nodes keep their configs, data and logs (default: results/cluster-<time>).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The logjam-node binary (default: beside this executable).
+    #[arg(long)]
+    pub node_binary: Option<PathBuf>,
 }
 
 /// Arguments of `logjam run`.

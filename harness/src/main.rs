@@ -4,6 +4,7 @@
 
 mod check;
 mod cli;
+mod cluster;
 mod lab;
 mod run;
 
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         cli::Command::Check(args) => check::run(&args),
         cli::Command::Run(args) => run::run(&args),
+        cli::Command::Cluster(cli::ClusterCommand::Up(args)) => cluster::up(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
@@ -167,7 +166,6 @@ async fn drive(
     });
     let targets = Arc::new(Targets::new(args.keys));
     let deadline = Instant::now() + Duration::from_secs(args.time_limit);
-    let completed = Arc::new(AtomicU64::new(0));
 
     let mut clients = tokio::task::JoinSet::new();
     let concurrency = u64::from(args.concurrency.max(1));
@@ -180,14 +178,12 @@ async fn drive(
             recorder.clone(),
             targets.clone(),
         );
-        let completed = completed.clone();
         let keys = args.keys;
         clients.spawn(async move {
             let mut generator = QueueGenerator::new(seed, process, keys);
             let mut rng = StdRng::seed_from_u64(seed ^ process.rotate_left(17));
             while Instant::now() < deadline {
                 client.invoke(generator.next_invocation()).await?;
-                completed.fetch_add(1, Ordering::Relaxed);
                 // Jepsen's stagger: a uniform delay with the target mean.
                 let delay = rng.random_range(0.0..2.0 / per_process_rate);
                 tokio::time::sleep(Duration::from_secs_f64(delay)).await;
@@ -208,10 +204,13 @@ async fn drive(
             let elapsed = args
                 .time_limit
                 .saturating_sub(deadline.saturating_duration_since(Instant::now()).as_secs());
+            let done = recorder.completions();
             eprintln!(
-                "logjam: {elapsed}/{} s, {} ops completed, fault: {}",
+                "logjam: {elapsed}/{} s, {} ok, {} fail, {} info, fault: {}",
                 args.time_limit,
-                completed.load(Ordering::Relaxed),
+                done.ok,
+                done.fail,
+                done.info,
                 active
                     .as_ref()
                     .map_or("none".to_owned(), |(f, node)| format!("{f} n{}", node + 1))

@@ -192,3 +192,77 @@ fn sigint_leaves_no_node_process_behind() {
         node_processes_under(results.path()).is_empty()
     });
 }
+
+#[test]
+fn cluster_up_serves_real_clients_until_ctrl_c() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_logjam"))
+        .args(["cluster", "up", "--dir"])
+        .arg(dir.path())
+        .arg("--node-binary")
+        .arg(node_binary())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let bootstrap = loop {
+        let line = lines
+            .next()
+            .expect("cluster up printed its bootstrap line")
+            .unwrap();
+        if let Some(servers) = line.strip_prefix("bootstrap.servers=") {
+            break servers.to_owned();
+        }
+    };
+    assert_eq!(
+        bootstrap.split(',').count(),
+        3,
+        "three nodes by default: {bootstrap}"
+    );
+    // A real client creates a replicated topic and sees a leader with a full ISR.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let admin =
+            logjam_client::Admin::from_properties([("bootstrap.servers", bootstrap.as_str())])
+                .unwrap();
+        let created = admin
+            .create_topics(&[logjam_client::NewTopic::new("manual", 2, 3)])
+            .await
+            .unwrap();
+        assert!(created[0].1.is_ok(), "{created:?}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let topics = admin.describe_topics(&["manual"]).await.unwrap();
+            if topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.leader.is_some() && p.isr.len() == 3)
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no full ISR: {topics:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(0),
+        "Ctrl-C is a clean stop"
+    );
+    wait_for("node processes to go away", || {
+        node_processes_under(dir.path()).is_empty()
+    });
+}

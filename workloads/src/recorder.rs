@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use logjam_history::{Function, Header, HistoryWriter, Op, OpIndex, OpType, OpValue, Process};
@@ -35,6 +36,19 @@ pub enum RecordError {
 pub struct Recorder {
     start: Instant,
     writer: Mutex<HistoryWriter<BufWriter<File>>>,
+    /// Client completions so far by type (ok, fail, info), for the live progress line.
+    completions: [AtomicU64; 3],
+}
+
+/// Client completions recorded so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Completions {
+    /// `ok` completions.
+    pub ok: u64,
+    /// `fail` completions.
+    pub fail: u64,
+    /// `info` completions.
+    pub info: u64,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -59,12 +73,19 @@ impl Recorder {
         Ok(Recorder {
             start: Instant::now(),
             writer: Mutex::new(writer),
+            completions: Default::default(),
         })
     }
 
     /// Nanoseconds since the run started.
     pub fn elapsed_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Client completions recorded so far, by type.
+    pub fn completions(&self) -> Completions {
+        let load = |slot: usize| self.completions[slot].load(Ordering::Relaxed);
+        Completions { ok: load(0), fail: load(1), info: load(2) }
     }
 
     /// Records one op and returns its index.
@@ -94,6 +115,17 @@ impl Recorder {
             error,
         };
         writer.write_op(&op)?;
+        if let Process::Client(_) = process {
+            let slot = match op_type {
+                OpType::Ok => Some(0),
+                OpType::Fail => Some(1),
+                OpType::Info => Some(2),
+                OpType::Invoke => None,
+            };
+            if let Some(slot) = slot {
+                self.completions[slot].fetch_add(1, Ordering::Relaxed);
+            }
+        }
         Ok(op.index)
     }
 }
@@ -146,5 +178,6 @@ mod tests {
                 .all(|pair| pair[0].index < pair[1].index && pair[0].time_ns <= pair[1].time_ns)
         );
         assert_eq!(ops[1].error, Some(serde_json::json!("timeout")));
+        assert_eq!(recorder.completions(), Completions { ok: 0, fail: 0, info: 1 });
     }
 }

@@ -1,0 +1,70 @@
+//! `logjam cluster up`: start the built-in cluster for manual use, print how to reach it, keep
+//! it until Ctrl-C, then stop every node cleanly. The same lab as `logjam run`, without a
+//! workload or faults.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+use crate::cli::ClusterUpArgs;
+use crate::lab::Lab;
+
+/// Starts the cluster and blocks until Ctrl-C.
+///
+/// # Errors
+/// The nodes cannot be started or do not start serving within 60 s.
+pub fn up(args: &ClusterUpArgs) -> anyhow::Result<u8> {
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs());
+        PathBuf::from("results").join(format!("cluster-{stamp}"))
+    });
+    std::fs::create_dir_all(&dir)?;
+    let binary = match &args.node_binary {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("logjam-node"),
+    };
+    let settings: Vec<(String, String)> = args
+        .set
+        .iter()
+        .map(|setting| match setting.split_once('=') {
+            Some((key, value)) => Ok((key.trim().to_owned(), value.trim().to_owned())),
+            None => bail!("--set {setting}: expected key=value"),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut lab = Lab::start(&binary, &dir, args.nodes, &settings)?;
+    // A broker opens its client listener once the quorum has registered and unfenced it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for node in &lab.nodes {
+        while std::net::TcpStream::connect(&node.client_address).is_err() {
+            if Instant::now() > deadline {
+                bail!(
+                    "{} did not start serving within 60 s; see {}",
+                    node.name(),
+                    node.dir.join("node.log").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let bootstrap = lab.bootstrap();
+    println!(
+        "cluster of {} node(s) up; data and logs in {}",
+        args.nodes,
+        dir.display()
+    );
+    println!("bootstrap.servers={bootstrap}");
+    println!(
+        "try: .venv/bin/python cluster-under-test/node/tests/python/roundtrip.py confluent {bootstrap} demo 3 1000"
+    );
+    println!("Ctrl-C stops it.");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(tokio::signal::ctrl_c())?;
+    eprintln!("logjam: stopping the cluster");
+    lab.stop_all();
+    Ok(0)
+}
