@@ -85,7 +85,11 @@ impl Recorder {
     /// Client completions recorded so far, by type.
     pub fn completions(&self) -> Completions {
         let load = |slot: usize| self.completions[slot].load(Ordering::Relaxed);
-        Completions { ok: load(0), fail: load(1), info: load(2) }
+        Completions {
+            ok: load(0),
+            fail: load(1),
+            info: load(2),
+        }
     }
 
     /// Records one op and returns its index.
@@ -178,6 +182,13 @@ mod tests {
                 .all(|pair| pair[0].index < pair[1].index && pair[0].time_ns <= pair[1].time_ns)
         );
         assert_eq!(ops[1].error, Some(serde_json::json!("timeout")));
-        assert_eq!(recorder.completions(), Completions { ok: 0, fail: 0, info: 1 });
+        assert_eq!(
+            recorder.completions(),
+            Completions {
+                ok: 0,
+                fail: 0,
+                info: 1
+            }
+        );
     }
 }
