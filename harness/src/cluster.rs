@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::cli::ClusterUpArgs;
-use crate::lab::Lab;
+use crate::lab::{self, Lab};
 
 /// Starts the cluster and blocks until Ctrl-C.
 ///
@@ -22,17 +22,11 @@ pub fn up(args: &ClusterUpArgs) -> anyhow::Result<u8> {
         PathBuf::from("results").join(format!("cluster-{stamp}"))
     });
     std::fs::create_dir_all(&dir)?;
-    let binary = match &args.node_binary {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("logjam-node"),
-    };
+    let binary = lab::node_binary(args.node_binary.as_deref())?;
     let settings: Vec<(String, String)> = args
         .set
         .iter()
-        .map(|setting| match setting.split_once('=') {
-            Some((key, value)) => Ok((key.trim().to_owned(), value.trim().to_owned())),
-            None => bail!("--set {setting}: expected key=value"),
-        })
+        .map(|setting| lab::parse_setting(setting))
         .collect::<anyhow::Result<_>>()?;
     let mut lab = Lab::start(&binary, &dir, args.nodes, &settings)?;
     // A broker opens its client listener once the quorum has registered and unfenced it.

@@ -55,6 +55,29 @@ pub struct Lab {
     pub nodes: Vec<Node>,
 }
 
+/// The `logjam-node` binary: the one given, else the one beside this executable (where
+/// `cargo build --workspace` puts it).
+///
+/// # Errors
+/// The current executable's path cannot be read.
+pub fn node_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    Ok(match given {
+        Some(path) => path.to_owned(),
+        None => std::env::current_exe()?.with_file_name("logjam-node"),
+    })
+}
+
+/// One `--set key=value` argument as a trimmed pair.
+///
+/// # Errors
+/// The argument has no `=`.
+pub fn parse_setting(setting: &str) -> anyhow::Result<(String, String)> {
+    let (key, value) = setting
+        .split_once('=')
+        .with_context(|| format!("--set {setting}: expected key=value"))?;
+    Ok((key.trim().to_owned(), value.trim().to_owned()))
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

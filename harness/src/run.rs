@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::cli::RunArgs;
-use crate::lab::Lab;
+use crate::lab::{self, Lab};
 
 /// Client-side properties `--set` may carry; every other key goes to the nodes.
 const CLIENT_KEYS: &[&str] = &[
@@ -91,10 +91,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         run_dir.display()
     );
 
-    let binary = match &args.node_binary {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("logjam-node"),
-    };
+    let binary = lab::node_binary(args.node_binary.as_deref())?;
     let mut lab = Lab::start(&binary, &run_dir, args.nodes, &node_settings)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -363,10 +360,7 @@ fn split_settings(settings: &[String]) -> anyhow::Result<(Properties, Properties
     let mut client = Vec::new();
     let mut replication_factor = None;
     for setting in settings {
-        let (key, value) = setting
-            .split_once('=')
-            .with_context(|| format!("--set {setting}: expected key=value"))?;
-        let (key, value) = (key.trim().to_owned(), value.trim().to_owned());
+        let (key, value) = lab::parse_setting(setting)?;
         if key == "replication.factor" {
             replication_factor = Some(
                 value
