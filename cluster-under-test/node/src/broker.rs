@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,6 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::canary::{Canaries, Canary};
 use crate::config::Config;
 use crate::controller::{
     BrokerLifecycleSettings, ControllerConfig, Quorum, QuorumSettings, QuorumStartError,
@@ -252,6 +254,11 @@ pub struct Partition {
     /// locked while the log lock is held (log first), updated on every leader and follower
     /// append, rebuilt by replaying the log when the partition opens and after a truncation.
     producers: Mutex<ProducerStateTable>,
+    /// The deliberate bugs switched on (`logjam.canaries`; none by default).
+    canaries: Canaries,
+    /// Set when a follower ignored a diverging epoch under the `skip-follower-truncation`
+    /// canary; never set otherwise.
+    divergence_ignored: AtomicBool,
 }
 
 impl Partition {
@@ -410,6 +417,15 @@ impl Partition {
         let maximal = Partition::maximal_isr(&state, &leader);
         let mut log = self.lock();
         let log_end = log.log_end_offset();
+        // CANARY(hw-before-replication): the high watermark jumps to the leader's own log end,
+        // without waiting for the ISR's followers (nor for min.insync.replicas).
+        if self.canaries.is_on(Canary::HwBeforeReplication) {
+            let advances = log_end > log.high_watermark();
+            if advances {
+                log.set_high_watermark(log_end);
+            }
+            return advances;
+        }
         let positions: Vec<ReplicaPosition> = state
             .replicas
             .iter()
@@ -598,6 +614,10 @@ impl Partition {
             if let Some(batch) = &producer_batch {
                 match producers.check(batch) {
                     Ok(Verdict::Append) => {}
+                    // CANARY(skip-idempotent-dedupe): a retry of a batch already in the log is
+                    // appended again instead of answered with its original offsets.
+                    Ok(Verdict::Duplicate(_))
+                        if partition.canaries.is_on(Canary::SkipIdempotentDedupe) => {}
                     Ok(Verdict::Duplicate(original)) => {
                         // A retry of a batch already in the log: answer its original offsets,
                         // append nothing (acks=all still waits for the original to commit).
@@ -704,9 +724,17 @@ impl Partition {
     /// follower fetch.
     pub fn follower_fetch_position(&self) -> (i64, i32, i64) {
         let log = self.lock();
+        // CANARY(skip-follower-truncation): having ignored a diverging epoch, the follower
+        // fetches without LastFetchedEpoch, so the leader no longer checks its log and it
+        // appends after its divergent suffix.
+        let last_fetched_epoch = if self.divergence_ignored.load(Ordering::Relaxed) {
+            -1
+        } else {
+            log.latest_epoch().map_or(-1, |epoch| epoch.0)
+        };
         (
             log.log_end_offset().0,
-            log.latest_epoch().map_or(-1, |epoch| epoch.0),
+            last_fetched_epoch,
             log.log_start_offset().0,
         )
     }
@@ -738,6 +766,14 @@ impl Partition {
             let own = log.end_offset_for_epoch(diverging.leader_epoch);
             let (offset, complete) =
                 follower_truncation_offset(diverging, own, log.log_end_offset());
+            // CANARY(skip-follower-truncation): the follower keeps its divergent suffix; see
+            // `follower_fetch_position` for how it then carries on.
+            if self.canaries.is_on(Canary::SkipFollowerTruncation) {
+                tracing::warn!(partition = %self.topic_partition, ?diverging, ?own,
+                    offset = offset.0, "CANARY skip-follower-truncation: not truncating");
+                self.divergence_ignored.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
             tracing::info!(partition = %self.topic_partition, ?diverging, ?own,
                 offset = offset.0, complete, "truncating on a diverging epoch");
             if offset < log.log_start_offset() {
@@ -776,13 +812,15 @@ impl Partition {
     ) -> Result<ConsumerRead, ResponseError> {
         let log = self.lock();
         let high_watermark = log.high_watermark();
+        // CANARY(read-above-high-watermark): consumers read up to the log end, uncommitted
+        // records included.
+        let read_limit = if self.canaries.is_on(Canary::ReadAboveHighWatermark) {
+            log.log_end_offset()
+        } else {
+            high_watermark
+        };
         let read = log
-            .read(
-                Offset(fetch_offset),
-                max_bytes,
-                high_watermark,
-                min_one_batch,
-            )
+            .read(Offset(fetch_offset), max_bytes, read_limit, min_one_batch)
             .map_err(|error| {
                 ResponseError::try_from_code(error.kafka_error_code())
                     .unwrap_or(ResponseError::UnknownServerError)
@@ -1173,6 +1211,8 @@ impl Broker {
             replica_lag_time_max_ms: self.replica_lag_time_max_ms(),
             leader_state: Mutex::new(LeaderState::default()),
             producers: Mutex::new(producers),
+            canaries: self.config.canaries,
+            divergence_ignored: AtomicBool::new(false),
         });
         partition.apply_state(state);
         partition.maybe_advance_high_watermark();

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use crate::canary::{Canaries, Canary, UnknownCanary};
+
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -51,6 +53,18 @@ pub enum ConfigError {
         value: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// A name in `logjam.canaries` that is not a canary.
+    #[error("line {line}: unknown canary {name:?} in `{key}`; known canaries: {known}")]
+    UnknownCanary {
+        /// 1-based line number (0 for overrides given on the command line).
+        line: usize,
+        /// The key (`logjam.canaries`).
+        key: &'static str,
+        /// The unknown name.
+        name: String,
+        /// Every known name, comma-separated.
+        known: String,
     },
     /// A key without a default was not set.
     #[error("missing required configuration key `{key}`")]
@@ -228,7 +242,12 @@ pub static KEYS: &[KeySpec] = &[
     key_min("transaction.state.log.min.isr", Kind::Int, "2", 1),
     key_min("transaction.state.log.num.partitions", Kind::Int, "50", 1),
     key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
+    // logjam's own: deliberate bugs for testing the checkers (crate::canary). Never by default.
+    key(CANARIES_KEY, Kind::List, ""),
 ];
+
+/// The key naming the canaries switched on.
+pub const CANARIES_KEY: &str = "logjam.canaries";
 
 /// A loaded, validated node configuration.
 ///
@@ -290,6 +309,8 @@ pub struct Config {
     pub unclean_leader_election_enable: bool,
     /// `auto.create.topics.enable`.
     pub auto_create_topics_enable: bool,
+    /// `logjam.canaries`: the deliberate bugs switched on (none by default).
+    pub canaries: Canaries,
     /// Every key with its resolved value, defaults included.
     pub raw: BTreeMap<String, String>,
 }
@@ -472,6 +493,14 @@ impl Config {
         let metadata_log_dir = raw
             .get("metadata.log.dir")
             .map_or_else(|| log_dirs[0].clone(), PathBuf::from);
+        let canaries: Canaries = raw[CANARIES_KEY]
+            .parse()
+            .map_err(|unknown: UnknownCanary| ConfigError::UnknownCanary {
+                line: line_of(CANARIES_KEY),
+                key: CANARIES_KEY,
+                name: unknown.name,
+                known: Canary::known_names(),
+            })?;
         Ok(Config {
             node_id,
             process_roles,
@@ -500,6 +529,7 @@ impl Config {
             min_insync_replicas: int("min.insync.replicas") as i32,
             unclean_leader_election_enable: raw["unclean.leader.election.enable"] == "true",
             auto_create_topics_enable: raw["auto.create.topics.enable"] == "true",
+            canaries,
             raw,
         })
     }
@@ -684,6 +714,41 @@ mod tests {
             vec![PathBuf::from("/a"), PathBuf::from("/b")]
         );
         assert_eq!(config.log_flush_interval_messages, 1);
+    }
+
+    #[test]
+    fn no_canary_by_default() {
+        let config = Config::parse(MINIMAL, &[]).unwrap();
+        assert!(config.canaries.is_empty());
+        assert_eq!(config.raw[CANARIES_KEY], "");
+    }
+
+    #[test]
+    fn canaries_are_parsed_and_unknown_names_named_with_key_line_and_known_names() {
+        let text =
+            format!("{MINIMAL}logjam.canaries = skip-idempotent-dedupe, hw-before-replication\n");
+        let config = Config::parse(&text, &[]).unwrap();
+        assert!(config.canaries.is_on(Canary::SkipIdempotentDedupe));
+        assert!(config.canaries.is_on(Canary::HwBeforeReplication));
+        assert!(!config.canaries.is_on(Canary::ReadAboveHighWatermark));
+        let text = format!("{MINIMAL}\nlogjam.canaries=hw-before-replication,no-such-bug\n");
+        let message = Config::parse(&text, &[]).unwrap_err().to_string();
+        assert!(
+            message.contains("line 4")
+                && message.contains("logjam.canaries")
+                && message.contains("no-such-bug"),
+            "{message}"
+        );
+        for canary in Canary::ALL {
+            assert!(message.contains(canary.name()), "{message}");
+        }
+        let message = Config::parse(MINIMAL, &["logjam.canaries=x".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("line 0") && message.contains("logjam.canaries"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //!   [`producer_ids`]: the broker's block of producer ids for InitProducerId (pure).
 //! - [`replication`]: pure replication decisions (ISR shrink/expand, high watermark, acks=all,
 //!   divergence truncation); [`replica_fetcher`]: the follower fetchers and ISR changes (tokio).
+//! - [`canary`]: deliberate, named bugs (`logjam.canaries`, off by default) that prove the
+//!   checkers catch what they claim to; each is a branch marked `// CANARY(name)`.
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions, the metadata
 //!   log on disk, the controller listener, broker registration and heartbeats.
 //!
@@ -35,6 +37,7 @@
 //! itself, with no controller listener needed: that is single-node mode.
 
 pub mod broker;
+pub mod canary;
 pub mod config;
 pub mod controller;
 pub mod frame;

@@ -97,6 +97,7 @@ pub fn raise_open_files_limit() -> u64 {
 pub async fn start(config: Config) -> Result<RunningNode, ServeError> {
     let listen = config.listen_address;
     let is_broker = config.is_broker();
+    crate::canary::announce(config.canaries);
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .expect("opening the broker does not panic")?;

@@ -22,6 +22,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 
 use crate::broker::{Acks, Appended, Broker, Partition};
+use crate::canary::Canary;
 use crate::handlers::Reply;
 use crate::replication::AcksOutcome;
 
@@ -60,7 +61,13 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
                     },
                 },
             };
-            let parked = matches!((&outcome, acks), (Ok(_), Some(Acks::All)));
+            let parked = matches!((&outcome, acks), (Ok(_), Some(Acks::All)))
+                // CANARY(ack-before-replication): acks=all is answered right after the
+                // leader's own append, without waiting for the ISR.
+                && !broker
+                    .config()
+                    .canaries
+                    .is_on(Canary::AckBeforeReplication);
             partitions.push(Settling {
                 index: data.index,
                 outcome,
