@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::lab::NetworkMode;
+
 /// Exit code when the harness itself failed (not a verdict about the cluster).
 pub const EXIT_HARNESS_FAILED: u8 = 3;
 
@@ -52,6 +54,10 @@ pub struct ClusterUpArgs {
     /// The logjam-node binary (default: beside this executable).
     #[arg(long)]
     pub node_binary: Option<PathBuf>,
+    /// Where the nodes live: `loopback` (127.0.0.1, reachable from any shell on this machine)
+    /// or `namespaces` (the lab of `logjam run`: reach it with the nsenter command printed).
+    #[arg(long, value_enum, default_value = "loopback")]
+    pub network: NetworkMode,
 }
 
 /// Arguments of `logjam run`.
@@ -72,10 +78,15 @@ pub struct RunArgs {
     /// Keys, i.e. partitions of the workload's topic.
     #[arg(long, default_value_t = 4)]
     pub keys: u32,
-    /// Faults, comma-separated: kill, pause (partition, power-loss, corrupt and disk-full
-    /// need the namespace lab); `none` for a fault-free run.
-    #[arg(long, default_value = "kill,pause")]
+    /// Faults, comma-separated, drawn at random one at a time: kill, stop, pause, partition
+    /// (any kind) or partition-one, -minority, -majorities-ring, -bridge, -leader, -one-way,
+    /// power-loss, corrupt, disk-full; `none` for a fault-free run.
+    #[arg(long, default_value = "kill,pause,partition")]
     pub nemesis: String,
+    /// A scripted fault timeline to follow instead of the random schedule (format: see
+    /// `logjam run --help` and harness/src/timeline.rs; examples in scenarios/).
+    #[arg(long, value_name = "FILE")]
+    pub nemesis_script: Option<PathBuf>,
     /// Seconds between a fault and its undo, and between an undo and the next fault.
     #[arg(long, default_value_t = 5)]
     pub nemesis_interval: u64,
@@ -91,6 +102,10 @@ pub struct RunArgs {
     /// Where runs are stored.
     #[arg(long, default_value = "results")]
     pub results_dir: PathBuf,
+    /// Where the nodes live: `namespaces` (one network namespace per node on a bridge, inside
+    /// the harness's own; needed for partitions) or `loopback` (127.0.0.1, no partitions).
+    #[arg(long, value_enum, default_value = "namespaces")]
+    pub network: NetworkMode,
     /// The logjam-node binary (default: beside this executable).
     #[arg(long)]
     pub node_binary: Option<PathBuf>,

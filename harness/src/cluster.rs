@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::cli::ClusterUpArgs;
-use crate::lab::{self, Lab};
+use crate::lab::{self, Lab, LabSpec, NetworkMode};
 
 /// Starts the cluster and blocks until Ctrl-C.
 ///
@@ -28,7 +28,13 @@ pub fn up(args: &ClusterUpArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|setting| lab::parse_setting(setting))
         .collect::<anyhow::Result<_>>()?;
-    let mut lab = Lab::start(&binary, &dir, args.nodes, &settings)?;
+    let spec = LabSpec {
+        nodes: args.nodes,
+        settings,
+        network: args.network,
+        lazy_disks: false,
+    };
+    let mut lab = Lab::start(&binary, &dir, &spec)?;
     // A broker opens its client listener once the quorum has registered and unfenced it.
     let deadline = Instant::now() + Duration::from_secs(60);
     for node in &lab.nodes {
@@ -50,8 +56,19 @@ pub fn up(args: &ClusterUpArgs) -> anyhow::Result<u8> {
         dir.display()
     );
     println!("bootstrap.servers={bootstrap}");
+    let enter = if args.network == NetworkMode::Namespaces {
+        // The nodes exist only inside the harness's network namespace.
+        let pid = std::process::id();
+        if nix::unistd::geteuid().is_root() {
+            format!("nsenter --net=/proc/{pid}/ns/net ")
+        } else {
+            format!("nsenter --preserve-credentials -U -n -t {pid} ")
+        }
+    } else {
+        String::new()
+    };
     println!(
-        "try: .venv/bin/python cluster-under-test/node/tests/python/roundtrip.py confluent {bootstrap} demo 3 1000"
+        "try: {enter}.venv/bin/python cluster-under-test/node/tests/python/roundtrip.py confluent {bootstrap} demo 3 1000"
     );
     println!("Ctrl-C stops it.");
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,25 +1,64 @@
 //! The lab: a cluster of `logjam-node` processes the harness starts, supervises and injects
-//! process faults into (kill/restart with SIGKILL, pause/resume with SIGSTOP/SIGCONT of the
-//! node's process group, clean stop).
+//! faults into: kill/restart with SIGKILL, clean stop, pause/resume with SIGSTOP/SIGCONT of the
+//! node's process group, partitions (nftables on the bridge, see `net`), and disk faults
+//! (power loss and disk full through a `logjam-lazyfs` mount under each node's data
+//! directory; corrupt or truncate a stopped node's segment files).
 //!
-//! Today every node listens on 127.0.0.1 with its own ports; the network-namespace lab
-//! (one namespace per node on a bridge, partitions with nftables) is the next step and will
-//! replace only how a node is started and addressed.
+//! Two networks: `namespaces` (the default: each node in its own network namespace on a
+//! bridge, inside the harness's sandbox, see `sandbox`) and `loopback` (every node on
+//! 127.0.0.1 with its own ports; no partitions; for `cluster up` users who want to reach the
+//! nodes from their own shell).
 //!
 //! Nothing outlives the harness: each node runs in its own process group with a parent-death
-//! signal of SIGKILL, and [`Lab`] kills every group when dropped (normal exit, error, panic or
-//! Ctrl-C unwinding through it).
+//! signal of SIGKILL, [`Lab`] kills every group when dropped (normal exit, error, panic or
+//! Ctrl-C unwinding through it), and namespaces, links, rules and mounts live in the sandbox,
+//! which the kernel removes with the last process in it.
 
+pub mod net;
+mod netlink;
+pub mod sandbox;
+
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
+use logjam_lazyfs::{LazyFs, Loss};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use rand::RngExt;
+use rand::rngs::StdRng;
+
+use net::Network;
+
+/// Where the nodes live on the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// One network namespace per node on a bridge; partitions possible.
+    Namespaces,
+    /// Every node on 127.0.0.1; no partitions.
+    Loopback,
+}
+
+/// What the lab needs to build.
+#[derive(Debug, Clone)]
+pub struct LabSpec {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Extra Kafka properties for every node.
+    pub settings: Vec<(String, String)>,
+    /// The network.
+    pub network: NetworkMode,
+    /// Mount a `logjam-lazyfs` under each node's data directory (power loss, disk full).
+    pub lazy_disks: bool,
+}
 
 /// One node of the lab.
 #[derive(Debug)]
@@ -32,12 +71,36 @@ pub struct Node {
     pub dir: PathBuf,
     child: Option<Child>,
     paused: bool,
+    disk: Option<Disk>,
+}
+
+/// A node's power-loss filesystem.
+struct Disk(LazyFs);
+
+impl std::fmt::Debug for Disk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LazyFs({} unsynced bytes)", self.0.unsynced_bytes())
+    }
 }
 
 impl Node {
     /// The node's name in histories and reports.
     pub fn name(&self) -> String {
         format!("n{}", self.id)
+    }
+
+    /// The data directory the node writes (`log.dirs`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Whether the node's process is alive (paused counts as alive); a process that died on
+    /// its own is reaped here.
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
     }
 
     fn signal(&self, signal: Signal) -> anyhow::Result<()> {
@@ -53,6 +116,7 @@ pub struct Lab {
     binary: PathBuf,
     /// The nodes, `n1` first.
     pub nodes: Vec<Node>,
+    network: Option<Network>,
 }
 
 /// The `logjam-node` binary: the one given, else the one beside this executable (where
@@ -78,22 +142,77 @@ pub fn parse_setting(setting: &str) -> anyhow::Result<(String, String)> {
     Ok((key.trim().to_owned(), value.trim().to_owned()))
 }
 
+/// Kills what a harness that was itself killed left behind under `root`: `logjam-node`
+/// processes whose config lies under `root` and whose parent is no longer a `logjam` harness.
+/// (Namespaces, links, rules and mounts need no sweep: they live in the dead harness's
+/// sandbox and went with it.) Returns the process ids killed.
+pub fn sweep_leftovers(root: &Path) -> Vec<i32> {
+    let Ok(root) = root.canonicalize() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut killed = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|byte| *byte == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect();
+        let is_node = args
+            .first()
+            .is_some_and(|program| program.ends_with("logjam-node"));
+        let config = args
+            .iter()
+            .position(|arg| arg == "--config")
+            .and_then(|at| args.get(at + 1))
+            .and_then(|config| Path::new(config).canonicalize().ok());
+        if !is_node || !config.is_some_and(|config| config.starts_with(&root)) {
+            continue;
+        }
+        let parent = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // The fields after the command name, which is in parentheses.
+                let rest = stat.rsplit_once(')')?.1.to_owned();
+                rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+            });
+        let parent_is_harness = parent.is_some_and(|parent| {
+            std::fs::read_to_string(format!("/proc/{parent}/comm"))
+                .is_ok_and(|comm| comm.trim() == "logjam")
+        });
+        if !parent_is_harness {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            killed.push(pid);
+        }
+    }
+    killed
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 impl Lab {
-    /// Writes each node's `server.properties` under `dir/n<i>/` and starts the nodes.
-    /// `settings` are extra Kafka properties given to every node.
+    /// Builds the network, writes each node's `server.properties` under `dir/n<i>/`, mounts
+    /// the disks and starts the nodes. With [`NetworkMode::Namespaces`] the harness must
+    /// already be in its sandbox ([`sandbox::enter`]).
     ///
     /// # Errors
-    /// The binary is missing, a directory cannot be written, or a node fails to start.
-    pub fn start(
-        binary: &Path,
-        dir: &Path,
-        nodes: usize,
-        settings: &[(String, String)],
-    ) -> anyhow::Result<Lab> {
+    /// The binary is missing, a directory cannot be written, the network or a disk cannot be
+    /// built, or a node fails to start.
+    pub fn start(binary: &Path, dir: &Path, spec: &LabSpec) -> anyhow::Result<Lab> {
         if !binary.is_file() {
             bail!(
                 "the node binary {} does not exist: build it with `cargo build --release --workspace` \
@@ -101,14 +220,28 @@ impl Lab {
                 binary.display()
             );
         }
-        let mut ports = Vec::new();
-        for _ in 0..nodes {
-            ports.push((free_port()?, free_port()?));
+        let network = match spec.network {
+            NetworkMode::Namespaces => Some(Network::create(spec.nodes)?),
+            NetworkMode::Loopback => None,
+        };
+        // (client, controller) listener per node.
+        let mut listeners = Vec::new();
+        for index in 0..spec.nodes {
+            listeners.push(match &network {
+                Some(network) => {
+                    let host = network.address(index);
+                    (format!("{host}:9092"), format!("{host}:9093"))
+                }
+                None => (
+                    format!("127.0.0.1:{}", free_port()?),
+                    format!("127.0.0.1:{}", free_port()?),
+                ),
+            });
         }
-        let voters: Vec<String> = ports
+        let voters: Vec<String> = listeners
             .iter()
             .enumerate()
-            .map(|(i, (_, controller))| format!("{}@127.0.0.1:{controller}", i + 1))
+            .map(|(i, (_, controller))| format!("{}@{controller}", i + 1))
             .collect();
         // Format every node's data directory with one cluster id, as `kafka-storage format
         // --cluster-id` does: a node whose meta.properties names another cluster is refused.
@@ -120,33 +253,55 @@ impl Lab {
         let mut lab = Lab {
             binary: binary.to_owned(),
             nodes: Vec::new(),
+            network,
         };
-        for (index, (client, controller)) in ports.iter().enumerate() {
+        for (index, (client, controller)) in listeners.iter().enumerate() {
             let id = index as i32 + 1;
             let node_dir = dir.join(format!("n{id}"));
-            std::fs::create_dir_all(node_dir.join("data"))
-                .with_context(|| format!("cannot create {}", node_dir.display()))?;
+            let data = node_dir.join("data");
+            // With a lazy disk the node writes through the mount at data/ and the bytes land
+            // in disk/; meta.properties is written to disk/ first so it is durable.
+            let backing = if spec.lazy_disks {
+                node_dir.join("disk")
+            } else {
+                data.clone()
+            };
+            std::fs::create_dir_all(&backing)
+                .with_context(|| format!("cannot create {}", backing.display()))?;
+            std::fs::create_dir_all(&data)?;
             let mut text = format!(
                 "node.id={id}\nprocess.roles=broker,controller\n\
-                 listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}\n\
+                 listeners=PLAINTEXT://{client},CONTROLLER://{controller}\n\
                  controller.listener.names=CONTROLLER\ncontroller.quorum.voters={}\nlog.dirs={}\n",
                 voters.join(","),
-                node_dir.join("data").display()
+                data.display()
             );
-            for (key, value) in settings {
+            for (key, value) in &spec.settings {
                 let _ = writeln!(text, "{key}={value}");
             }
             std::fs::write(node_dir.join("server.properties"), text)?;
             std::fs::write(
-                node_dir.join("data").join("meta.properties"),
+                backing.join("meta.properties"),
                 format!("version=1\ncluster.id={cluster_id}\nnode.id={id}\n"),
             )?;
+            let disk = if spec.lazy_disks {
+                Some(Disk(LazyFs::mount(&backing, &data).with_context(|| {
+                    format!(
+                        "cannot mount the power-loss filesystem at {} (FUSE: needs /dev/fuse \
+                         and root or a user namespace allowed to mount it)",
+                        data.display()
+                    )
+                })?))
+            } else {
+                None
+            };
             lab.nodes.push(Node {
                 id,
-                client_address: format!("127.0.0.1:{client}"),
+                client_address: client.clone(),
                 dir: node_dir,
                 child: None,
                 paused: false,
+                disk,
             });
         }
         for index in 0..lab.nodes.len() {
@@ -169,6 +324,10 @@ impl Lab {
     /// # Errors
     /// The process cannot be spawned.
     pub fn start_node(&mut self, index: usize) -> anyhow::Result<()> {
+        let namespace = self
+            .network
+            .as_ref()
+            .map(|network| network.namespace(index).as_raw_fd());
         let node = &mut self.nodes[index];
         let log = File::options()
             .create(true)
@@ -182,7 +341,7 @@ impl Lab {
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0);
-        set_parent_death_signal(&mut command);
+        prepare_child(&mut command, namespace);
         node.child = Some(
             command
                 .spawn()
@@ -192,7 +351,7 @@ impl Lab {
         Ok(())
     }
 
-    /// SIGKILL to node `index`'s process group: a crash.
+    /// SIGKILL to node `index`'s process group: a crash. The page cache survives.
     ///
     /// # Errors
     /// The node is not running.
@@ -204,6 +363,117 @@ impl Lab {
         }
         node.paused = false;
         Ok(())
+    }
+
+    /// Clean stop of node `index`: SIGCONT, SIGTERM, wait up to 10 s, then SIGKILL.
+    pub fn stop(&mut self, index: usize) {
+        let node = &mut self.nodes[index];
+        if let Some(mut child) = node.child.take() {
+            let group = Pid::from_raw(child.id() as i32);
+            let _ = killpg(group, Signal::SIGCONT);
+            let _ = killpg(group, Signal::SIGTERM);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+        node.paused = false;
+    }
+
+    /// Power loss of node `index`: SIGKILL, then every write it had not fsynced is dropped.
+    ///
+    /// # Errors
+    /// The node has no lazy disk.
+    pub fn power_loss(&mut self, index: usize) -> anyhow::Result<Loss> {
+        if self.nodes[index].disk.is_none() {
+            bail!("{} has no power-loss filesystem", self.nodes[index].name());
+        }
+        if self.nodes[index].is_running() {
+            self.kill(index)?;
+        }
+        let disk = self.nodes[index].disk.as_ref().context("no lazy disk")?;
+        Ok(disk.0.lose_unsynced())
+    }
+
+    /// Disk full on or off for node `index`.
+    ///
+    /// # Errors
+    /// The node has no lazy disk.
+    pub fn set_disk_full(&mut self, index: usize, full: bool) -> anyhow::Result<()> {
+        let node = &self.nodes[index];
+        node.disk
+            .as_ref()
+            .with_context(|| format!("{} has no lazy disk", node.name()))?
+            .0
+            .set_full(full);
+        Ok(())
+    }
+
+    /// Damages one segment file of stopped node `index`: flips a byte somewhere in it, or
+    /// cuts a random number of bytes off its end (a torn tail). Only the workload's
+    /// partitions are touched, not the KRaft metadata log. Returns what was done, for the
+    /// history.
+    ///
+    /// # Errors
+    /// The node is running, or it has no non-empty segment yet.
+    pub fn corrupt(&mut self, index: usize, rng: &mut StdRng) -> anyhow::Result<serde_json::Value> {
+        let node = &mut self.nodes[index];
+        if node.is_running() {
+            bail!(
+                "{} must be stopped before its files are corrupted",
+                node.name()
+            );
+        }
+        let mut segments = Vec::new();
+        for partition in std::fs::read_dir(node.data_dir())? {
+            let partition = partition?;
+            if partition.file_name().to_string_lossy().starts_with("__")
+                || !partition.file_type()?.is_dir()
+            {
+                continue;
+            }
+            for file in std::fs::read_dir(partition.path())? {
+                let file = file?;
+                let len = file.metadata()?.len();
+                if file.file_name().to_string_lossy().ends_with(".log") && len > 0 {
+                    segments.push((file.path(), len));
+                }
+            }
+        }
+        segments.sort();
+        if segments.is_empty() {
+            bail!("{} has no segment to corrupt yet", node.name());
+        }
+        let (path, len) = segments[rng.random_range(0..segments.len())].clone();
+        let relative = path
+            .strip_prefix(node.data_dir())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let file = File::options().read(true).write(true).open(&path)?;
+        if rng.random_bool(0.5) {
+            let offset = rng.random_range(0..len);
+            let mut byte = [0u8; 1];
+            file.read_exact_at(&mut byte, offset)?;
+            let flip = 1u8 << rng.random_range(0..8);
+            file.write_all_at(&[byte[0] ^ flip], offset)?;
+            file.sync_all()?;
+            Ok(
+                serde_json::json!({"file": relative, "mode": "flip", "offset": offset, "mask": flip}),
+            )
+        } else {
+            let cut = rng.random_range(1..=len.min(4096));
+            file.set_len(len - cut)?;
+            file.sync_all()?;
+            Ok(
+                serde_json::json!({"file": relative, "mode": "truncate", "from": len, "to": len - cut}),
+            )
+        }
     }
 
     /// SIGSTOP to node `index`'s process group.
@@ -226,24 +496,50 @@ impl Lab {
         Ok(())
     }
 
-    /// Clean stop of every node (SIGCONT, SIGTERM, wait).
+    /// Replaces the partition in force with the directed cuts given (node indexes).
+    ///
+    /// # Errors
+    /// The lab runs on loopback, or the kernel refuses the rules.
+    pub fn set_cuts(&mut self, cuts: BTreeSet<(usize, usize)>) -> anyhow::Result<()> {
+        self.network
+            .as_mut()
+            .context("partitions need --network namespaces")?
+            .set_cuts(cuts)
+    }
+
+    /// Removes every partition.
+    ///
+    /// # Errors
+    /// The kernel refuses to remove the rules.
+    pub fn heal(&mut self) -> anyhow::Result<()> {
+        match self.network.as_mut() {
+            Some(network) => network.heal(),
+            None => Ok(()),
+        }
+    }
+
+    /// Clean stop of every node.
     pub fn stop_all(&mut self) {
+        for index in 0..self.nodes.len() {
+            self.stop(index);
+        }
+    }
+
+    /// Stops every node and unmounts the lazy disks, writing their cached bytes through (the
+    /// machine shuts down cleanly), so the run directory holds what the nodes wrote.
+    ///
+    /// # Errors
+    /// A disk cannot be unmounted.
+    pub fn shutdown(&mut self) -> anyhow::Result<()> {
+        self.stop_all();
         for node in &mut self.nodes {
-            if let Some(mut child) = node.child.take() {
-                let group = Pid::from_raw(child.id() as i32);
-                let _ = killpg(group, Signal::SIGCONT);
-                let _ = killpg(group, Signal::SIGTERM);
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                while std::time::Instant::now() < deadline {
-                    if let Ok(Some(_)) = child.try_wait() {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                let _ = killpg(group, Signal::SIGKILL);
-                let _ = child.wait();
+            if let Some(disk) = node.disk.take() {
+                disk.0
+                    .unmount()
+                    .with_context(|| format!("cannot unmount the disk of {}", node.name()))?;
             }
         }
+        Ok(())
     }
 }
 
@@ -255,17 +551,27 @@ impl Drop for Lab {
                 let _ = child.wait();
             }
         }
+        // The disks unmount when dropped, after their nodes are gone.
     }
 }
 
-/// Asks the kernel to SIGKILL the node if the harness dies, so even a SIGKILLed harness leaves
-/// no node behind.
+/// In the child, between fork and exec: enter the node's network namespace, and ask the
+/// kernel to SIGKILL the node if the harness dies, so even a SIGKILLed harness leaves no node
+/// behind.
 #[allow(unsafe_code)]
-fn set_parent_death_signal(command: &mut Command) {
-    // SAFETY: the closure runs in the child between fork and exec and only makes one
-    // async-signal-safe system call (prctl), allocating nothing.
+fn prepare_child(command: &mut Command, namespace: Option<i32>) {
+    // SAFETY: the closure runs in the child between fork and exec and only makes
+    // async-signal-safe system calls (setns, prctl), allocating nothing. The namespace
+    // descriptor belongs to the lab, which outlives the spawn call.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
+            if let Some(fd) = namespace {
+                nix::sched::setns(
+                    BorrowedFd::borrow_raw(fd),
+                    nix::sched::CloneFlags::CLONE_NEWNET,
+                )
+                .map_err(std::io::Error::from)?;
+            }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });
     }

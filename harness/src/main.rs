@@ -6,7 +6,9 @@ mod check;
 mod cli;
 mod cluster;
 mod lab;
+mod nemesis;
 mod run;
+mod timeline;
 
 use std::process::ExitCode;
 
@@ -14,15 +16,33 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // The sandbox comes first, while the process is still single-threaded: every thread,
+    // node, link and mount made after this lives inside it.
+    let sandbox = match &cli.command {
+        cli::Command::Run(args) => Some(args.network == lab::NetworkMode::Namespaces),
+        cli::Command::Cluster(cli::ClusterCommand::Up(args)) => {
+            Some(args.network == lab::NetworkMode::Namespaces)
+        }
+        cli::Command::Check(_) => None,
+    };
+    let privilege = match sandbox.map(lab::sandbox::enter) {
+        None => None,
+        Some(Ok(privilege)) => Some(privilege),
+        Some(Err(error)) => {
+            eprintln!("logjam: {error:#}");
+            return ExitCode::from(cli::EXIT_HARNESS_FAILED);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,fuser=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     let outcome = match cli.command {
         cli::Command::Check(args) => check::run(&args),
-        cli::Command::Run(args) => run::run(&args),
+        cli::Command::Run(args) => run::run(&args, privilege),
         cli::Command::Cluster(cli::ClusterCommand::Up(args)) => cluster::up(&args),
     };
     match outcome {

@@ -151,9 +151,17 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 #[test]
 fn sigint_leaves_no_node_process_behind() {
     let results = tempfile::tempdir().unwrap();
+    // power-loss mounts the FUSE disks, so Ctrl-C must take mounts down too.
     let mut child: Child = logjam_run(
         results.path(),
-        &["--time-limit", "120", "--nemesis", "none"],
+        &[
+            "--time-limit",
+            "120",
+            "--nemesis",
+            "power-loss",
+            "--nemesis-interval",
+            "100",
+        ],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::null())
@@ -190,6 +198,81 @@ fn sigint_leaves_no_node_process_behind() {
     );
     wait_for("node processes to go away", || {
         node_processes_under(results.path()).is_empty()
+    });
+    // The data directories were FUSE mountpoints inside the harness's mount namespace; from
+    // here they are plain directories that can be read (a dead FUSE mount would fail with
+    // ENOTCONN), and nothing under the results is mounted.
+    let run = std::fs::read_dir(results.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|entry| entry.path().join("n1").is_dir())
+        .expect("the run directory")
+        .path();
+    assert!(std::fs::read_dir(run.join("n1/data")).is_ok());
+    assert!(
+        run.join("n1/disk/meta.properties").is_file(),
+        "the node's bytes are in its backing directory"
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&*results.path().to_string_lossy()),
+        "nothing under the results is mounted: {mounts}"
+    );
+}
+
+#[test]
+fn nodes_left_by_a_killed_harness_are_removed_at_the_next_start() {
+    let results = tempfile::tempdir().unwrap();
+    // A node whose harness is gone: started through a shell that exits at once, so its
+    // parent is no longer a logjam process.
+    let orphan_dir = results.path().join("old-run/n1");
+    std::fs::create_dir_all(orphan_dir.join("data")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        orphan_dir.join("server.properties"),
+        format!(
+            "node.id=1\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n",
+            orphan_dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "setsid {} --config {} >/dev/null 2>&1 &",
+            node_binary().display(),
+            orphan_dir.join("server.properties").display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for("the orphan node to run", || {
+        !node_processes_under(&orphan_dir).is_empty()
+    });
+    let output = logjam_run(
+        results.path(),
+        &[
+            "--time-limit",
+            "1",
+            "--nemesis",
+            "none",
+            "--network",
+            "loopback",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("left behind by a harness that died"),
+        "{stderr}"
+    );
+    wait_for("the orphan to be gone", || {
+        node_processes_under(&orphan_dir).is_empty()
     });
 }
 

@@ -27,6 +27,8 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: the lab captures stderr into node.log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = Config::load(&args.config, &args.overrides)
         .with_context(|| format!("invalid configuration in {}", args.config.display()))?;

@@ -1,0 +1,211 @@
+//! Scripted fault timelines (`logjam run --nemesis-script FILE`): what the nemesis does and
+//! when, instead of the seeded random schedule. Parsing is pure; `run.rs` carries it out.
+//!
+//! The format, one step a line (`#` starts a comment, blank lines are skipped):
+//!
+//! ```text
+//! # seconds after the workload starts, action, targets
+//! 5     partition-one   n2
+//! 8     heal
+//! 10    kill            leader
+//! 14    restart
+//! 16    power-loss      all
+//! 18    restart
+//! ```
+//!
+//! An action is a fault (`kill`, `stop`, `pause`, `partition-<kind>`, `power-loss`,
+//! `corrupt`, `disk-full`) or an undo (`restart`, `start`, `resume`, `heal`, `disk-free`),
+//! which undoes every fault in force that it is the undo of. Targets (faults only; default
+//! `one`): `all`, `majority`, `minority`, `one` (chosen with the run's seed), `leader` (the
+//! leader of a partition of the workload's topic), or node names `n1,n3`. Steps run in time
+//! order; whatever is still in force at the end is undone before the final reads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::nemesis::{self, Fault};
+
+/// Which nodes a scripted fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Targets {
+    /// Every node.
+    All,
+    /// A random majority.
+    Majority,
+    /// A random minority (at least one node).
+    Minority,
+    /// One random node.
+    One,
+    /// The leader of a random partition of the workload's topic.
+    Leader,
+    /// These nodes (0-based indexes).
+    Nodes(Vec<usize>),
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Inject a fault.
+    Fault(Fault, Targets),
+    /// Undo every fault in force whose undo has this name.
+    Undo(&'static str),
+}
+
+/// One step of a timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// When, after the workload starts.
+    pub at: Duration,
+    /// What.
+    pub action: Action,
+    /// The line it came from (1-based), for messages.
+    pub line: usize,
+}
+
+const UNDOS: [&str; 5] = ["restart", "start", "resume", "heal", "disk-free"];
+
+/// Reads and parses a timeline file.
+///
+/// # Errors
+/// The file cannot be read, or a line is malformed (the message names file and line).
+pub fn load(path: &Path, nodes: usize) -> anyhow::Result<Vec<Step>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the nemesis script {}", path.display()))?;
+    parse(&text, nodes).with_context(|| format!("in the nemesis script {}", path.display()))
+}
+
+/// Parses a timeline.
+///
+/// # Errors
+/// A malformed line; the message names it.
+pub fn parse(text: &str, nodes: usize) -> anyhow::Result<Vec<Step>> {
+    let mut steps = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let step =
+            parse_line(content, nodes).with_context(|| format!("line {line}: `{content}`"))?;
+        steps.push(Step {
+            at: step.0,
+            action: step.1,
+            line,
+        });
+    }
+    if steps.is_empty() {
+        bail!("the timeline has no steps");
+    }
+    steps.sort_by_key(|step| step.at);
+    Ok(steps)
+}
+
+fn parse_line(content: &str, nodes: usize) -> anyhow::Result<(Duration, Action)> {
+    let mut words = content.split_whitespace();
+    let time = words.next().context("missing time")?;
+    let seconds: f64 = time
+        .trim_end_matches('s')
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .with_context(|| format!("`{time}` is not a time in seconds"))?;
+    let action = words.next().context("missing action")?;
+    let targets = words.next();
+    if let Some(extra) = words.next() {
+        bail!("unexpected `{extra}`");
+    }
+    let at = Duration::from_secs_f64(seconds);
+    if let Some(undo) = UNDOS.iter().find(|undo| **undo == action) {
+        if let Some(targets) = targets {
+            bail!(
+                "`{action}` undoes every fault it applies to and takes no targets (got `{targets}`)"
+            );
+        }
+        return Ok((at, Action::Undo(undo)));
+    }
+    let faults = nemesis::parse(action, nodes.max(5))?;
+    let [fault] = faults.as_slice() else {
+        bail!("`{action}` names several faults; name one kind, such as partition-one");
+    };
+    Ok((
+        at,
+        Action::Fault(*fault, parse_targets(targets.unwrap_or("one"), nodes)?),
+    ))
+}
+
+fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
+    Ok(match text {
+        "all" => Targets::All,
+        "majority" => Targets::Majority,
+        "minority" => Targets::Minority,
+        "one" => Targets::One,
+        "leader" => Targets::Leader,
+        list => {
+            let mut chosen = Vec::new();
+            for name in list.split(',') {
+                let id: usize = name
+                    .strip_prefix('n')
+                    .and_then(|id| id.parse().ok())
+                    .filter(|id| (1..=nodes).contains(id))
+                    .with_context(|| {
+                        format!(
+                            "`{name}` is not a target: all, majority, minority, one, leader or \
+                             node names n1..n{nodes}"
+                        )
+                    })?;
+                chosen.push(id - 1);
+            }
+            Targets::Nodes(chosen)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nemesis::PartitionKind;
+
+    #[test]
+    fn a_timeline_parses_in_time_order() {
+        let steps = parse(
+            "# power loss\n16 power-loss all\n 5s partition-one n2 # isolate\n\n8 heal\n18 restart\n10 kill leader\n",
+            3,
+        )
+        .unwrap();
+        let actions: Vec<&Action> = steps.iter().map(|step| &step.action).collect();
+        assert_eq!(
+            actions,
+            [
+                &Action::Fault(
+                    Fault::Partition(PartitionKind::One),
+                    Targets::Nodes(vec![1])
+                ),
+                &Action::Undo("heal"),
+                &Action::Fault(Fault::Kill, Targets::Leader),
+                &Action::Fault(Fault::PowerLoss, Targets::All),
+                &Action::Undo("restart"),
+            ]
+        );
+        assert_eq!(steps[0].at, Duration::from_secs(5));
+        assert_eq!(steps[0].line, 3);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        for (text, expected) in [
+            ("5 explode", "line 1"),
+            ("x kill", "not a time"),
+            ("5 kill n4", "n1..n3"),
+            ("1 kill\n5 heal n1", "line 2"),
+            ("5 partition", "several faults"),
+            ("# nothing", "no steps"),
+            ("5 kill n1 n2", "unexpected"),
+        ] {
+            let error = format!("{:#}", parse(text, 3).unwrap_err());
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}
