@@ -5,8 +5,11 @@
 //! `queue::loss` for how they are chosen) did not return it and any of these holds:
 //! it is a `lost-write` or `unseen-lost` anomaly; or one final read of its key returned records
 //! on both sides of its offset but not it (it was in the log once, e.g. read during the run,
-//! and recovery truncated it). Otherwise, when the final reads never reached its offset,
-//! it is counted as **unconfirmed**: maybe late, maybe lost, the history cannot tell.
+//! and recovery truncated it); or it was acknowledged at an offset at or past the end of the
+//! log that the final reads read to (the workload's `log-end` op says they read every offset
+//! below that end, so the log no longer holds it). Otherwise, when the final reads never
+//! reached its offset, it is counted as **unconfirmed**: maybe late, maybe lost, the history
+//! cannot tell.
 //!
 //! Nemesis events listed for a lost write are those whose completion time lies between its
 //! acknowledgement and the last final read of its key (or the end of the history).
@@ -140,12 +143,22 @@ pub(crate) fn report(
                 continue;
             }
             let covered = send.index != NO_INDEX && kf.spans_index(send.index);
+            let log_end = index.log_ends.get(&send.key).copied();
+            let beyond_end = send
+                .offset
+                .zip(log_end)
+                .is_some_and(|(offset, end)| offset.0 >= end);
             let reason = match proven_lost.get(&(send.key, send.value)) {
                 Some(kind) => format!("{kind}"),
                 None if covered => {
                     "a final read returned records on both sides of it but not it (truncated)"
                         .to_owned()
                 }
+                None if beyond_end => format!(
+                    "acknowledged at an offset the log no longer has: the final reads read the \
+                     whole log, which ends at {}",
+                    log_end.unwrap_or_default()
+                ),
                 None => {
                     entry.1 += 1;
                     report.unconfirmed += 1;

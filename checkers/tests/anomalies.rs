@@ -2,9 +2,9 @@
 //! not. Each pair differs in the one detail the definition hinges on, so a reader can check
 //! the definition against the pair by hand.
 
-use logjam_checkers::{AnomalyKind, Report, check_ops};
+use logjam_checkers::{AnomalyKind, Report, Verdict, check_ops};
 use logjam_history::builder::{poll_micro, send_micro};
-use logjam_history::{Function, HistoryBuilder, MicroOp, OpType};
+use logjam_history::{Function, HistoryBuilder, MicroOp, OpType, OpValue};
 
 fn check(b: HistoryBuilder) -> Report {
     let (header, ops) = b.build();
@@ -602,4 +602,38 @@ fn nonlinearizable_log_reported_when_a_read_sees_a_record_before_it_was_sent() {
     // The same read after the third send is fine.
     b.poll_ok(1, &[(1, &[(0, 10), (1, 11), (2, 12)])]);
     lacks(b, AnomalyKind::NonlinearizableLog);
+}
+
+/// A power loss: sends acknowledged at offsets 0..=3, then the log lost its tail; the final
+/// reads read offsets 0 and 1 and, with `log_end`, record that the log ends at 2.
+fn truncated_log(log_end: bool) -> HistoryBuilder {
+    let mut b = HistoryBuilder::new("queue");
+    for (value, offset) in [(10, 0), (11, 1), (12, 2), (13, 3)] {
+        b.send_ok(0, 1, value, offset);
+    }
+    b.nemesis(Function::from_name("power-loss"), &["n1", "n2", "n3"]);
+    b.final_poll_ok(1, &[(1, &[(0, 10), (1, 11)])]);
+    if log_end {
+        let value = OpValue::Json(serde_json::json!({"ends": {"1": 2}}));
+        b.client(1, OpType::Invoke, Function::LogEnd, value.clone());
+        b.client(1, OpType::Ok, Function::LogEnd, value);
+    }
+    b
+}
+
+#[test]
+fn writes_beyond_the_log_end_the_final_reads_reached_are_lost() {
+    let r = check(truncated_log(true));
+    assert_eq!(r.durability.lost, 2, "{}", r.summary());
+    assert_eq!(r.durability.unconfirmed, 0);
+    let lost = &r.durability.partitions[0].lost;
+    assert!(lost.iter().all(|w| w.reason.contains("ends at 2")), "{lost:?}");
+    assert_eq!(r.verdict, Verdict::Invalid);
+}
+
+#[test]
+fn without_the_log_end_writes_beyond_the_final_reads_stay_unconfirmed() {
+    let r = check(truncated_log(false));
+    assert_eq!(r.durability.lost, 0);
+    assert_eq!(r.durability.unconfirmed, 2);
 }

@@ -417,17 +417,45 @@ impl QueueClient {
             }
         }
         self.record(OpType::Ok, Function::Assign, value, None)?;
-        // Read at least to each partition's end as the cluster reports it now: sends
-        // acknowledged without an offset (acks=0) never raised the observed targets.
-        let mut targets = targets.clone();
-        for (key, end) in self.log_ends(&keys).await {
-            let target = targets.entry(key.0).or_insert(-1);
-            *target = (*target).max(end - 1);
-        }
+        // Read to each partition's end as the cluster reports it now (sends acknowledged
+        // without an offset, acks=0, never raised the observed targets). Offsets acknowledged
+        // beyond that end may be late (a leader still catching up) or gone (a truncated log):
+        // keep reading and probing for a grace period, then settle for the end the cluster
+        // reports, and say so in the history, so the checkers can call writes beyond it lost.
+        let observed = targets.clone();
+        let mut ends: BTreeMap<i64, i64> = self
+            .log_ends(&keys)
+            .await
+            .into_iter()
+            .map(|(key, end)| (key.0, end))
+            .collect();
         let mut reached: BTreeMap<i64, i64> = targets.keys().map(|key| (*key, -1)).collect();
-        while tokio::time::Instant::now() < deadline
-            && reached.iter().any(|(key, offset)| *offset < targets[key])
-        {
+        let mut at_end_since: Option<tokio::time::Instant> = None;
+        let mut next_probe = tokio::time::Instant::now() + Duration::from_secs(1);
+        while tokio::time::Instant::now() < deadline {
+            let at_end = reached
+                .iter()
+                .all(|(key, offset)| *offset >= ends.get(key).copied().unwrap_or(0) - 1);
+            let at_observed = reached
+                .iter()
+                .all(|(key, offset)| *offset >= observed.get(key).copied().unwrap_or(-1));
+            if at_end && at_observed {
+                break;
+            }
+            if at_end {
+                let since = *at_end_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= FINAL_READ_GRACE {
+                    break;
+                }
+            } else {
+                at_end_since = None;
+            }
+            if tokio::time::Instant::now() >= next_probe {
+                next_probe += Duration::from_secs(1);
+                for (key, end) in self.log_ends(&keys).await {
+                    ends.insert(key.0, end);
+                }
+            }
             self.poll(Function::FinalPoll).await?;
             if let Some(consumer) = &self.consumer {
                 for (key, offset) in reached.iter_mut() {
@@ -438,9 +466,22 @@ impl QueueClient {
                 }
             }
         }
+        // The ends the final reads reached: every offset below was read.
+        let reached_ends: serde_json::Map<String, serde_json::Value> = reached
+            .iter()
+            .filter(|(key, offset)| ends.get(*key).is_some_and(|end| **offset >= *end - 1))
+            .map(|(key, offset)| (key.to_string(), serde_json::json!(offset + 1)))
+            .collect();
+        let value = OpValue::Json(serde_json::json!({ "ends": reached_ends }));
+        self.record(OpType::Invoke, Function::LogEnd, value.clone(), None)?;
+        self.record(OpType::Ok, Function::LogEnd, value, None)?;
         Ok(())
     }
 }
+
+/// How long the final reads keep looking for acknowledged offsets beyond the log end the
+/// cluster reports before settling for that end.
+const FINAL_READ_GRACE: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -60,6 +60,9 @@ pub enum Function {
     Subscribe,
     /// Tell the client to die; a fresh client replaces it.
     Crash,
+    /// The end of the final reads: `{"ends": {key: offset}}`, every key's log read from its
+    /// start to that end (nothing at or past it).
+    LogEnd,
     /// Nemesis: cut the network.
     Partition,
     /// Nemesis: remove every network partition.
@@ -87,6 +90,7 @@ impl Function {
             Function::Assign => "assign",
             Function::Subscribe => "subscribe",
             Function::Crash => "crash",
+            Function::LogEnd => "log-end",
             Function::Partition => "partition",
             Function::Heal => "heal",
             Function::Kill => "kill",
@@ -107,6 +111,7 @@ impl Function {
             "assign" => Function::Assign,
             "subscribe" => Function::Subscribe,
             "crash" => Function::Crash,
+            "log-end" => Function::LogEnd,
             "partition" => Function::Partition,
             "heal" => Function::Heal,
             "kill" => Function::Kill,

@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use logjam_history::{CompletedOp, Function, Key, MicroOp, Offset, Outcome, Value};
+use logjam_history::{CompletedOp, Function, Key, MicroOp, Offset, OpValue, Outcome, Value};
 
 use crate::anomaly::OpRef;
 use crate::fxhash::FxHashMap;
@@ -163,6 +163,9 @@ pub(crate) struct QueueIndex {
     pub repeated_sends: Vec<(KeyId, Value, OpId, OpId)>,
     /// Whether any op subscribed (relaxes the poll policy).
     pub saw_subscribe: bool,
+    /// Per key, the log end the final reads read to (from the workload's `log-end` op): every
+    /// offset below it was read, and the log had nothing at or past it.
+    pub log_ends: FxHashMap<KeyId, i64>,
 }
 
 impl QueueIndex {
@@ -175,6 +178,21 @@ impl QueueIndex {
             key_ids: FxHashMap::default(),
             repeated_sends: Vec::new(),
             saw_subscribe: false,
+            log_ends: FxHashMap::default(),
+        }
+    }
+
+    /// `{"ends": {"<key>": end}}` from a `log-end` op; anything else in it is ignored.
+    fn ingest_log_ends(&mut self, value: &OpValue) {
+        let OpValue::Json(json) = value else { return };
+        let Some(ends) = json.get("ends").and_then(|ends| ends.as_object()) else {
+            return;
+        };
+        for (key, end) in ends {
+            if let (Ok(key), Some(end)) = (key.parse::<i64>(), end.as_i64()) {
+                let id = self.key_id(Key(key));
+                self.log_ends.insert(id, end);
+            }
         }
     }
 
@@ -193,6 +211,9 @@ impl QueueIndex {
         let id = self.ops.len() as OpId;
         if op.f == Function::Subscribe {
             self.saw_subscribe = true;
+        }
+        if op.f == Function::LogEnd && op.outcome == Outcome::Ok {
+            self.ingest_log_ends(&op.value);
         }
         let sends_start = self.sends.len() as u32;
         let reads_start = self.reads.len() as u32;

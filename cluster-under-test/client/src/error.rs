@@ -84,12 +84,17 @@ pub enum Error {
         after: Duration,
     },
     /// A record's batch was not acknowledged within `delivery.timeout.ms`.
-    #[error("delivery of a batch for {partition} timed out after {attempts} attempt(s)")]
+    #[error(
+        "delivery of a batch for {partition} timed out after {attempts} attempt(s){}",
+        last_error.as_ref().map_or(String::new(), |error| format!(" (last error: {error})"))
+    )]
     DeliveryTimeout {
         /// The batch's partition.
         partition: TopicPartition,
         /// How many produce requests carried it.
         attempts: u32,
+        /// The error of the last failed attempt, if any: why it kept being retried.
+        last_error: Option<String>,
     },
     /// The record is larger than `max.request.size` or `buffer.memory`.
     #[error("record of {size} bytes exceeds {limit_name} ({limit})")]

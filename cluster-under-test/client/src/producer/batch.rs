@@ -90,6 +90,8 @@ pub struct ProducerBatch {
     pub stamp: Option<ProducerStamp>,
     /// No more records may be appended (it was drained once).
     pub closed: bool,
+    /// The error of the last failed attempt, reported if the batch times out.
+    pub last_error: Option<String>,
 }
 
 impl ProducerBatch {
@@ -112,6 +114,7 @@ impl ProducerBatch {
             last_attempt_at: None,
             retry_at: None,
             attempts: 0,
+            last_error: None,
             certainty: Certainty::Definite,
             stamp: None,
             closed: false,

@@ -180,6 +180,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
         let error = Error::DeliveryTimeout {
             partition: batch.partition.clone(),
             attempts: batch.attempts,
+            last_error: batch.last_error.clone(),
         };
         let certainty = batch.certainty;
         batch.fail(error, certainty);
@@ -454,6 +455,7 @@ fn handle_failure(
     let expired = now.saturating_duration_since(batch.created_at) >= config.delivery_timeout;
     let retries_left = i64::from(batch.attempts) <= i64::from(config.retries);
     tracing::debug!(partition = %batch.partition, %error, attempts = batch.attempts, "produce attempt failed");
+    batch.last_error = Some(error.to_string());
     if class.retriable && retries_left && !expired {
         let exponent = batch.attempts.saturating_sub(1).min(16);
         let backoff = config
@@ -473,6 +475,7 @@ fn handle_failure(
         Error::DeliveryTimeout {
             partition: batch.partition.clone(),
             attempts: batch.attempts,
+            last_error: batch.last_error.clone(),
         }
     } else {
         error
