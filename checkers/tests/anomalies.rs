@@ -627,7 +627,10 @@ fn writes_beyond_the_log_end_the_final_reads_reached_are_lost() {
     assert_eq!(r.durability.lost, 2, "{}", r.summary());
     assert_eq!(r.durability.unconfirmed, 0);
     let lost = &r.durability.partitions[0].lost;
-    assert!(lost.iter().all(|w| w.reason.contains("ends at 2")), "{lost:?}");
+    assert!(
+        lost.iter().all(|w| w.reason.contains("ends at 2")),
+        "{lost:?}"
+    );
     assert_eq!(r.verdict, Verdict::Invalid);
 }
 

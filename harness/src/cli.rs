@@ -25,6 +25,17 @@ pub struct Cli {
 pub enum Command {
     /// Run one test: start a cluster, drive the queue workload under faults, check, store.
     Run(RunArgs),
+    /// The same test over the product of settings (`--set acks=1,all --set
+    /// min.insync.replicas=1,2`), `--runs` per cell; prints and stores a table. Exit 0 when
+    /// every run ended with a verdict (the table reports, it does not judge), 3 otherwise.
+    Matrix(MatrixArgs),
+    /// A scripted fault timeline with settings and an expected outcome: a shipped name
+    /// (`logjam scenario --list`) or a file.
+    Scenario(ScenarioArgs),
+    /// A suite of tests run with fresh seeds within a time budget; JUnit XML and an index.
+    /// Exit 0 when every run that ran was valid; else 3 (harness error) over 1 (invalid)
+    /// over 2 (unknown). Runs that no longer fit the budget are skipped.
+    Nightly(NightlyArgs),
     /// Re-check a stored run or a history file offline and write report.json beside it.
     Check(CheckArgs),
     /// The built-in cluster for manual use.
@@ -61,11 +72,16 @@ pub struct ClusterUpArgs {
 }
 
 /// Arguments of `logjam run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Number of nodes, each a combined broker and KRaft controller voter.
+    /// Number of nodes, each a combined broker and KRaft controller voter unless
+    /// --controllers is given.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// Dedicated KRaft controllers: the first N nodes are controller-only voters, the rest
+    /// broker-only (0: every node is both).
+    #[arg(long, default_value_t = 0)]
+    pub controllers: usize,
     /// Seconds of workload under faults (then heal, recover and read back).
     #[arg(long, default_value_t = 60)]
     pub time_limit: u64,
@@ -106,6 +122,58 @@ pub struct RunArgs {
     /// the harness's own; needed for partitions) or `loopback` (127.0.0.1, no partitions).
     #[arg(long, value_enum, default_value = "namespaces")]
     pub network: NetworkMode,
+    /// The logjam-node binary (default: beside this executable).
+    #[arg(long)]
+    pub node_binary: Option<PathBuf>,
+}
+
+/// Arguments of `logjam matrix`.
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Every option of `logjam run`; here `--set key=a,b,c` sweeps the values (one cell per
+    /// combination) and the defaults are the sweep of acks, min.insync.replicas and
+    /// unclean.leader.election.enable under kill and partition faults.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Runs per cell, each with its own seed.
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+}
+
+/// Arguments of `logjam scenario`.
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// A shipped scenario's name or a scenario file.
+    #[arg(required_unless_present = "list")]
+    pub scenario: Option<String>,
+    /// List the shipped scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// The seed (default: from the clock; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where runs are stored.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// The logjam-node binary (default: beside this executable).
+    #[arg(long)]
+    pub node_binary: Option<PathBuf>,
+    /// Extra settings, `key=value`, applied after the scenario's own.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Arguments of `logjam nightly`.
+#[derive(Debug, Args)]
+pub struct NightlyArgs {
+    /// The suite file (TOML; see harness/suites/nightly.toml).
+    pub suite: PathBuf,
+    /// Total time budget in minutes (default: the suite's own).
+    #[arg(long)]
+    pub budget_minutes: Option<u64>,
+    /// Where runs, the index and junit.xml are stored.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
     /// The logjam-node binary (default: beside this executable).
     #[arg(long)]
     pub node_binary: Option<PathBuf>,

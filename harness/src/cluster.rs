@@ -33,11 +33,12 @@ pub fn up(args: &ClusterUpArgs) -> anyhow::Result<u8> {
         settings,
         network: args.network,
         lazy_disks: false,
+        controllers: 0,
     };
     let mut lab = Lab::start(&binary, &dir, &spec)?;
     // A broker opens its client listener once the quorum has registered and unfenced it.
     let deadline = Instant::now() + Duration::from_secs(60);
-    for node in &lab.nodes {
+    for node in lab.nodes.iter().filter(|node| node.broker) {
         while std::net::TcpStream::connect(&node.client_address).is_err() {
             if Instant::now() > deadline {
                 bail!(

@@ -58,6 +58,9 @@ pub struct LabSpec {
     pub network: NetworkMode,
     /// Mount a `logjam-lazyfs` under each node's data directory (power loss, disk full).
     pub lazy_disks: bool,
+    /// Dedicated controllers: the first `controllers` nodes are controller-only KRaft voters
+    /// and the rest broker-only (Kafka's production layout). 0: every node is both.
+    pub controllers: usize,
 }
 
 /// One node of the lab.
@@ -65,8 +68,10 @@ pub struct LabSpec {
 pub struct Node {
     /// The node id (`n1` is id 1).
     pub id: i32,
-    /// Client (PLAINTEXT) address.
+    /// Client (PLAINTEXT) address; empty for a controller-only node.
     pub client_address: String,
+    /// Whether the node is a broker (it serves clients and holds partitions).
+    pub broker: bool,
     /// Where its config, data and log live.
     pub dir: PathBuf,
     child: Option<Child>,
@@ -238,9 +243,19 @@ impl Lab {
                 ),
             });
         }
+        if spec.controllers >= spec.nodes {
+            bail!(
+                "{} dedicated controllers leave no broker among {} nodes",
+                spec.controllers,
+                spec.nodes
+            );
+        }
+        let is_voter = |index: usize| spec.controllers == 0 || index < spec.controllers;
+        let is_broker = |index: usize| spec.controllers == 0 || index >= spec.controllers;
         let voters: Vec<String> = listeners
             .iter()
             .enumerate()
+            .filter(|(i, _)| is_voter(*i))
             .map(|(i, (_, controller))| format!("{}@{controller}", i + 1))
             .collect();
         // Format every node's data directory with one cluster id, as `kafka-storage format
@@ -269,9 +284,16 @@ impl Lab {
             std::fs::create_dir_all(&backing)
                 .with_context(|| format!("cannot create {}", backing.display()))?;
             std::fs::create_dir_all(&data)?;
+            let (roles, listen) = match (is_broker(index), is_voter(index)) {
+                (true, true) => (
+                    "broker,controller",
+                    format!("PLAINTEXT://{client},CONTROLLER://{controller}"),
+                ),
+                (true, false) => ("broker", format!("PLAINTEXT://{client}")),
+                _ => ("controller", format!("CONTROLLER://{controller}")),
+            };
             let mut text = format!(
-                "node.id={id}\nprocess.roles=broker,controller\n\
-                 listeners=PLAINTEXT://{client},CONTROLLER://{controller}\n\
+                "node.id={id}\nprocess.roles={roles}\nlisteners={listen}\n\
                  controller.listener.names=CONTROLLER\ncontroller.quorum.voters={}\nlog.dirs={}\n",
                 voters.join(","),
                 data.display()
@@ -297,7 +319,12 @@ impl Lab {
             };
             lab.nodes.push(Node {
                 id,
-                client_address: client.clone(),
+                client_address: if is_broker(index) {
+                    client.clone()
+                } else {
+                    String::new()
+                },
+                broker: is_broker(index),
                 dir: node_dir,
                 child: None,
                 paused: false,
@@ -310,10 +337,11 @@ impl Lab {
         Ok(lab)
     }
 
-    /// `host:port,...` of every node's client listener.
+    /// `host:port,...` of every broker's client listener.
     pub fn bootstrap(&self) -> String {
         self.nodes
             .iter()
+            .filter(|node| node.broker)
             .map(|node| node.client_address.as_str())
             .collect::<Vec<_>>()
             .join(",")
@@ -518,10 +546,33 @@ impl Lab {
         }
     }
 
-    /// Clean stop of every node.
+    /// Clean stop of every node at once: SIGCONT and SIGTERM to all, then up to 10 s for all
+    /// of them together, then SIGKILL for any still running.
     pub fn stop_all(&mut self) {
-        for index in 0..self.nodes.len() {
-            self.stop(index);
+        let mut children: Vec<Child> = self
+            .nodes
+            .iter_mut()
+            .filter_map(|node| {
+                node.paused = false;
+                node.child.take()
+            })
+            .collect();
+        for child in &children {
+            let group = Pid::from_raw(child.id() as i32);
+            let _ = killpg(group, Signal::SIGCONT);
+            let _ = killpg(group, Signal::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline
+            && children
+                .iter_mut()
+                .any(|child| matches!(child.try_wait(), Ok(None)))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for child in &mut children {
+            let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            let _ = child.wait();
         }
     }
 

@@ -6,8 +6,12 @@ mod check;
 mod cli;
 mod cluster;
 mod lab;
+mod matrix;
+mod metrics;
 mod nemesis;
+mod nightly;
 mod run;
+mod scenario;
 mod timeline;
 
 use std::process::ExitCode;
@@ -23,7 +27,9 @@ fn main() -> ExitCode {
         cli::Command::Cluster(cli::ClusterCommand::Up(args)) => {
             Some(args.network == lab::NetworkMode::Namespaces)
         }
-        cli::Command::Check(_) => None,
+        cli::Command::Scenario(_) => Some(true),
+        // Each run of a matrix or a suite is a `logjam run` child with a sandbox of its own.
+        cli::Command::Check(_) | cli::Command::Matrix(_) | cli::Command::Nightly(_) => None,
     };
     let privilege = match sandbox.map(lab::sandbox::enter) {
         None => None,
@@ -43,6 +49,9 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         cli::Command::Check(args) => check::run(&args),
         cli::Command::Run(args) => run::run(&args, privilege),
+        cli::Command::Matrix(args) => matrix::run(&args),
+        cli::Command::Scenario(args) => scenario::run(&args, privilege),
+        cli::Command::Nightly(args) => nightly::run(&args),
         cli::Command::Cluster(cli::ClusterCommand::Up(args)) => cluster::up(&args),
     };
     match outcome {

@@ -25,6 +25,8 @@ pub enum PartitionKind {
     Leader,
     /// One node hears nobody, but everyone hears it.
     OneWay,
+    /// Groups a script names (`cut A/B`); never drawn at random.
+    Groups,
 }
 
 /// A fault the nemesis can inject; each has an undo.
@@ -66,6 +68,7 @@ impl fmt::Display for Fault {
             Fault::Kill => f.write_str("kill"),
             Fault::Stop => f.write_str("stop"),
             Fault::Pause => f.write_str("pause"),
+            Fault::Partition(PartitionKind::Groups) => f.write_str("partition"),
             Fault::Partition(kind) => {
                 let name = PARTITION_KINDS
                     .iter()
@@ -162,7 +165,7 @@ pub fn targets(fault: Fault, nodes: usize, rng: &mut StdRng) -> Vec<usize> {
 }
 
 /// Directed cuts `(from, to)` that separate every pair of nodes in different groups.
-fn separate(groups: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
+pub fn separate(groups: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
     let mut cuts = BTreeSet::new();
     for (i, a) in groups.iter().enumerate() {
         for (j, b) in groups.iter().enumerate() {
@@ -243,6 +246,7 @@ pub fn partition(
             }
             (cuts, groups)
         }
+        PartitionKind::Groups => (BTreeSet::new(), Vec::new()),
         PartitionKind::OneWay => {
             let deaf = shuffled[0];
             let cuts = rest(deaf).into_iter().map(|from| (from, deaf)).collect();

@@ -48,14 +48,40 @@ pub fn run(args: &RunArgs, privilege: Option<lab::sandbox::Privilege>) -> anyhow
         Some(path) => Some(timeline::load(path, args.nodes)?),
         None => None,
     };
+    execute(args, privilege, script, None).map(|(code, _)| code)
+}
+
+/// How a scenario labels its run: the directory name's middle part and the replay command.
+#[derive(Debug, Clone)]
+pub struct Label {
+    /// `scenario-<name>` in `<timestamp>-<label>-seed<N>`.
+    pub name: String,
+    /// The command that replays the run.
+    pub replay: String,
+}
+
+/// Runs one test with an already parsed script (if any); returns the verdict's exit code and
+/// the stored run's directory.
+///
+/// # Errors
+/// As [`run`].
+pub fn execute(
+    args: &RunArgs,
+    privilege: Option<lab::sandbox::Privilege>,
+    script: Option<Vec<Step>>,
+    label: Option<Label>,
+) -> anyhow::Result<(u8, std::path::PathBuf)> {
     // A script replaces the random schedule; its faults decide what the lab must offer.
     let faults = match &script {
         Some(steps) => {
             let mut faults = Vec::new();
             for step in steps {
-                if let Action::Fault(fault, _) = step.action
-                    && !faults.contains(&fault)
-                {
+                let fault = match &step.action {
+                    Action::Fault(fault, _) => *fault,
+                    Action::Cut(..) => Fault::Partition(PartitionKind::Groups),
+                    Action::Undo(_) => continue,
+                };
+                if !faults.contains(&fault) {
                     faults.push(fault);
                 }
             }
@@ -72,8 +98,9 @@ pub fn run(args: &RunArgs, privilege: Option<lab::sandbox::Privilege>) -> anyhow
     let fault_names: Vec<String> = faults.iter().map(ToString::to_string).collect();
     let (node_settings, user_client_settings, replication_factor) = split_settings(&args.set)?;
     // Kafka's usual production choice, bounded by the cluster size.
+    let brokers = args.nodes.saturating_sub(args.controllers);
     let replication_factor =
-        replication_factor.unwrap_or_else(|| i16::try_from(args.nodes.min(3)).unwrap_or(3));
+        replication_factor.unwrap_or_else(|| i16::try_from(brokers.min(3)).unwrap_or(3));
     // Kafka 4's client defaults (acks=all, idempotence on) unless the user says otherwise.
     let client_settings = user_client_settings;
     let seed = args.seed.unwrap_or_else(|| {
@@ -91,16 +118,22 @@ pub fn run(args: &RunArgs, privilege: Option<lab::sandbox::Privilege>) -> anyhow
         );
     }
     let started = SystemTime::now();
-    let run_dir = args
-        .results_dir
-        .join(format!("{}-queue-seed{seed}", timestamp(started, true)));
+    let run_dir = args.results_dir.join(format!(
+        "{}-{}-seed{seed}",
+        timestamp(started, true),
+        label.as_ref().map_or("queue", |label| label.name.as_str())
+    ));
     std::fs::create_dir_all(&run_dir)
         .with_context(|| format!("cannot create {}", run_dir.display()))?;
-    let replay = replay_command(args, seed);
+    let replay = match &label {
+        Some(label) => label.replay.replace("{seed}", &seed.to_string()),
+        None => replay_command(args, seed),
+    };
     let run_json = json!({
         "workload": "queue",
         "seed": seed,
         "nodes": args.nodes,
+        "controllers": args.controllers,
         "time_limit_s": args.time_limit,
         "rate": args.rate,
         "concurrency": args.concurrency,
@@ -132,6 +165,7 @@ pub fn run(args: &RunArgs, privilege: Option<lab::sandbox::Privilege>) -> anyhow
         settings: node_settings.clone(),
         network: args.network,
         lazy_disks,
+        controllers: args.controllers,
     };
     let mut lab = Lab::start(&binary, &run_dir, &spec)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -173,7 +207,10 @@ pub fn run(args: &RunArgs, privilege: Option<lab::sandbox::Privilege>) -> anyhow
     }
     print!("{summary}");
     println!("run stored in {}", run_dir.display());
-    Ok(u8::try_from(report.verdict.exit_code()).unwrap_or(2))
+    Ok((
+        u8::try_from(report.verdict.exit_code()).unwrap_or(2),
+        run_dir,
+    ))
 }
 
 /// The run itself, inside the runtime.
@@ -220,6 +257,11 @@ async fn drive(
     });
     let targets = Arc::new(Targets::new(args.keys));
     let deadline = Instant::now() + Duration::from_secs(args.time_limit);
+    let watcher = tokio::spawn(watch_leaders(
+        bootstrap.clone(),
+        settings.topic.clone(),
+        recorder.clone(),
+    ));
 
     let mut clients = tokio::task::JoinSet::new();
     let concurrency = u64::from(args.concurrency.max(1));
@@ -292,6 +334,13 @@ async fn drive(
                             undo(lab, &recorder, fault)?;
                         }
                     }
+                    Action::Cut(a, b) => {
+                        let a =
+                            resolve(lab, a, &mut nemesis_rng, &bootstrap, &settings.topic).await;
+                        let b =
+                            resolve(lab, b, &mut nemesis_rng, &bootstrap, &settings.topic).await;
+                        active.extend(cut(lab, &recorder, vec![a, b])?);
+                    }
                     Action::Fault(fault, targets) => {
                         let chosen =
                             resolve(lab, targets, &mut nemesis_rng, &bootstrap, &settings.topic)
@@ -336,6 +385,11 @@ async fn drive(
             }
         }
     }
+    // Heal first: a client blocked on a dead or paused node would otherwise hold the join
+    // (and the run) for its whole send timeout.
+    while let Some(fault) = active.pop() {
+        undo(lab, &recorder, fault)?;
+    }
     let mut finished = Vec::new();
     while let Some(joined) = clients.join_next().await {
         finished.push(joined.context("a client task panicked")??);
@@ -350,9 +404,6 @@ async fn drive(
         harness_cpu_seconds: cpu - cpu_at_start,
         harness_cpu_share: (cpu - cpu_at_start) / workload.as_secs_f64().max(1e-9),
     };
-    while let Some(fault) = active.pop() {
-        undo(lab, &recorder, fault)?;
-    }
     eprintln!("logjam: healed; waiting for recovery, then reading every partition back");
     wait_until_ready(&bootstrap, &settings.topic, args.keys, replication_factor).await?;
     let targets = targets.snapshot();
@@ -360,7 +411,81 @@ async fn drive(
     if let Some(reader) = finished.first_mut() {
         reader.final_reads(&targets, final_deadline).await?;
     }
+    watcher.abort();
     Ok(stats)
+}
+
+/// What the watcher last saw of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Leadership {
+    leader: Option<i32>,
+    epoch: i32,
+    isr: Vec<i32>,
+}
+
+/// Records every change of a partition's leader, leader epoch or ISR that the cluster's
+/// metadata shows (polled every 250 ms) as a `leader-change` op of the nemesis process, so
+/// the history says which election made a write vanish. `unclean` marks a new leader that
+/// was not in the ISR last seen: an unclean election, or one the watcher saw only part of.
+async fn watch_leaders(bootstrap: String, topic: String, recorder: Arc<Recorder>) {
+    let Ok(admin) = Admin::from_properties([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("request.timeout.ms", "1000"),
+    ]) else {
+        return;
+    };
+    let name = |id: i32| format!("n{id}");
+    let mut last: BTreeMap<i32, Leadership> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Ok(topics) = admin.describe_topics(&[topic.as_str()]).await else {
+            continue;
+        };
+        let Some(described) = topics.first() else {
+            continue;
+        };
+        for partition in &described.partitions {
+            let now = Leadership {
+                leader: partition
+                    .leader
+                    .map(|leader| leader.0)
+                    .filter(|id| *id >= 0),
+                epoch: partition.leader_epoch.0,
+                isr: partition.isr.iter().map(|id| id.0).collect(),
+            };
+            let key = partition.partition.0;
+            let Some(before) = last.insert(key, now.clone()) else {
+                continue;
+            };
+            if before == now {
+                continue;
+            }
+            let unclean = now.leader.is_some_and(|leader| {
+                before.leader != Some(leader) && !before.isr.contains(&leader)
+            });
+            let value = json!({
+                "partition": key,
+                "leader": now.leader.map(name),
+                "epoch": now.epoch,
+                "isr": now.isr.iter().copied().map(name).collect::<Vec<_>>(),
+                "previous_leader": before.leader.map(name),
+                "previous_isr": before.isr.iter().copied().map(name).collect::<Vec<_>>(),
+                "unclean": unclean,
+            });
+            if recorder
+                .record(
+                    Process::Nemesis,
+                    OpType::Info,
+                    Function::from_name("leader-change"),
+                    OpValue::Json(value),
+                    None,
+                )
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
 }
 
 /// What the harness itself did during the workload phase: operations completed (ok, fail or
@@ -412,15 +537,40 @@ fn names(lab: &Lab, nodes: &[usize]) -> Vec<String> {
 
 /// The node leading a random partition of the workload's topic, if one is known.
 async fn leader_of_some_partition(bootstrap: &str, topic: &str, rng: &mut StdRng) -> Option<usize> {
+    roles_of(bootstrap, topic, None, rng)
+        .await
+        .map(|(leader, _)| leader)
+}
+
+/// The leader and the other replicas of partition `partition` (a random one when `None`),
+/// as node indexes, if the cluster answers.
+async fn roles_of(
+    bootstrap: &str,
+    topic: &str,
+    partition: Option<u32>,
+    rng: &mut StdRng,
+) -> Option<(usize, Vec<usize>)> {
     let admin = Admin::from_properties([("bootstrap.servers", bootstrap)]).ok()?;
     let topics = admin.describe_topics(&[topic]).await.ok()?;
     let partitions = &topics.first()?.partitions;
-    let partition = partitions.get(rng.random_range(0..partitions.len().max(1)))?;
-    let leader = partition.leader?.0;
-    usize::try_from(leader - 1).ok()
+    let index = match partition {
+        Some(partition) => partition as usize,
+        None => rng.random_range(0..partitions.len().max(1)),
+    };
+    let chosen = partitions.get(index)?;
+    let leader = chosen.leader?.0;
+    let to_index = |id: i32| usize::try_from(id - 1).ok();
+    let followers = chosen
+        .replicas
+        .iter()
+        .filter(|replica| replica.0 != leader)
+        .filter_map(|replica| to_index(replica.0))
+        .collect();
+    Some((to_index(leader)?, followers))
 }
 
-/// The nodes a scripted step names.
+/// The nodes a scripted step names. A role the cluster cannot answer for (no leader right
+/// now) falls back to a seeded random node, and says so.
 async fn resolve(
     lab: &Lab,
     targets: &ScriptTargets,
@@ -436,11 +586,21 @@ async fn resolve(
         ScriptTargets::Majority => shuffled[..nodes / 2 + 1].to_vec(),
         ScriptTargets::Minority => shuffled[..((nodes - 1) / 2).max(1)].to_vec(),
         ScriptTargets::One => shuffled[..1].to_vec(),
-        ScriptTargets::Leader => vec![
-            leader_of_some_partition(bootstrap, topic, rng)
-                .await
-                .unwrap_or(shuffled[0]),
-        ],
+        ScriptTargets::Leader(_) | ScriptTargets::Followers(_) => {
+            let (partition, want_followers) = match targets {
+                ScriptTargets::Followers(p) => (Some(*p), true),
+                ScriptTargets::Leader(p) => (*p, false),
+                _ => (None, false),
+            };
+            match roles_of(bootstrap, topic, partition, rng).await {
+                Some((_, followers)) if want_followers => followers,
+                Some((leader, _)) => vec![leader],
+                None => {
+                    eprintln!("logjam: no leader known for {targets:?}; choosing a random node");
+                    shuffled[..1].to_vec()
+                }
+            }
+        }
         ScriptTargets::Nodes(list) => list.clone(),
     };
     chosen.sort_unstable();
@@ -546,6 +706,54 @@ async fn inject(
                 Some(json!(format!("{error:#}"))),
             )?;
             restore(lab, &active)?;
+            Ok(None)
+        }
+    }
+}
+
+/// A scripted cut between groups, recorded as a `partition` with its groups and cuts.
+fn cut(
+    lab: &mut Lab,
+    recorder: &Recorder,
+    groups: Vec<Vec<usize>>,
+) -> anyhow::Result<Option<Active>> {
+    let cuts = nemesis::separate(&groups);
+    let value = json!({
+        "groups": groups.iter().map(|g| names(lab, g)).collect::<Vec<_>>(),
+        "cuts": cuts.iter().map(|(a, b)| [lab.nodes[*a].name(), lab.nodes[*b].name()]).collect::<Vec<_>>(),
+        "targets": names(lab, &(0..lab.nodes.len()).collect::<Vec<_>>()),
+    });
+    let fault = Fault::Partition(PartitionKind::Groups);
+    let outcome = lab.set_cuts(cuts);
+    let op_type = if outcome.is_ok() {
+        OpType::Info
+    } else {
+        OpType::Fail
+    };
+    recorder.record(
+        Process::Nemesis,
+        op_type,
+        Function::from_name(&fault.to_string()),
+        OpValue::Json(value),
+        outcome
+            .as_ref()
+            .err()
+            .map(|error| json!(format!("{error:#}"))),
+    )?;
+    match outcome {
+        Ok(()) => {
+            let active = Active {
+                fault,
+                targets: (0..lab.nodes.len()).collect(),
+            };
+            eprintln!(
+                "logjam: nemesis partition {:?}",
+                groups.iter().map(|g| names(lab, g)).collect::<Vec<_>>()
+            );
+            Ok(Some(active))
+        }
+        Err(error) => {
+            eprintln!("logjam: nemesis partition could not be injected: {error:#}");
             Ok(None)
         }
     }
@@ -704,6 +912,12 @@ fn replay_command(args: &RunArgs, seed: u64) -> String {
     }
     if args.network == NetworkMode::Loopback {
         command.push_str(" --network loopback");
+    }
+    if args.controllers > 0 {
+        command.push_str(&format!(" --controllers {}", args.controllers));
+    }
+    if let Some(script) = &args.nemesis_script {
+        command.push_str(&format!(" --nemesis-script {}", script.display()));
     }
     command
 }

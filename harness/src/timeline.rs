@@ -14,11 +14,14 @@
 //! ```
 //!
 //! An action is a fault (`kill`, `stop`, `pause`, `partition-<kind>`, `power-loss`,
-//! `corrupt`, `disk-full`) or an undo (`restart`, `start`, `resume`, `heal`, `disk-free`),
-//! which undoes every fault in force that it is the undo of. Targets (faults only; default
-//! `one`): `all`, `majority`, `minority`, `one` (chosen with the run's seed), `leader` (the
-//! leader of a partition of the workload's topic), or node names `n1,n3`. Steps run in time
-//! order; whatever is still in force at the end is undone before the final reads.
+//! `corrupt`, `disk-full`), a cut between two groups (`cut A/B`, e.g.
+//! `cut leader:0/followers:0`), or an undo (`restart`, `start`, `resume`, `heal`,
+//! `disk-free`), which undoes every fault in force that it is the undo of. Targets (faults
+//! only; default `one`): `all`, `majority`, `minority`, `one` (chosen with the run's seed),
+//! `leader` (the leader of a random partition of the workload's topic), `leader:k` (the
+//! leader of partition k), `followers:k` (the other replicas of partition k), or node names
+//! `n1,n3`; roles are resolved when the step runs. Steps run in time order; whatever is
+//! still in force at the end is undone before the final reads.
 
 use std::path::Path;
 use std::time::Duration;
@@ -38,8 +41,11 @@ pub enum Targets {
     Minority,
     /// One random node.
     One,
-    /// The leader of a random partition of the workload's topic.
-    Leader,
+    /// The leader of the workload topic's partition `k` (`leader:k`), or of a random one
+    /// (`leader`).
+    Leader(Option<u32>),
+    /// The replicas of partition `k` other than its leader (`followers:k`).
+    Followers(u32),
     /// These nodes (0-based indexes).
     Nodes(Vec<usize>),
 }
@@ -49,6 +55,9 @@ pub enum Targets {
 pub enum Action {
     /// Inject a fault.
     Fault(Fault, Targets),
+    /// Cut every node of one group off from every node of the other (both ways); undone by
+    /// `heal`.
+    Cut(Targets, Targets),
     /// Undo every fault in force whose undo has this name.
     Undo(&'static str),
 }
@@ -126,6 +135,16 @@ fn parse_line(content: &str, nodes: usize) -> anyhow::Result<(Duration, Action)>
         }
         return Ok((at, Action::Undo(undo)));
     }
+    if action == "cut" {
+        let groups = targets.context("`cut` needs two groups, such as leader:0/followers:0")?;
+        let (a, b) = groups
+            .split_once('/')
+            .with_context(|| format!("`{groups}`: expected two groups separated by /"))?;
+        return Ok((
+            at,
+            Action::Cut(parse_targets(a, nodes)?, parse_targets(b, nodes)?),
+        ));
+    }
     let faults = nemesis::parse(action, nodes.max(5))?;
     let [fault] = faults.as_slice() else {
         bail!("`{action}` names several faults; name one kind, such as partition-one");
@@ -142,7 +161,18 @@ fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
         "majority" => Targets::Majority,
         "minority" => Targets::Minority,
         "one" => Targets::One,
-        "leader" => Targets::Leader,
+        "leader" => Targets::Leader(None),
+        role if role.starts_with("leader:") || role.starts_with("followers:") => {
+            let (name, partition) = role.split_once(':').unwrap_or_default();
+            let partition: u32 = partition
+                .parse()
+                .with_context(|| format!("`{role}`: expected {name}:<partition number>"))?;
+            if name == "leader" {
+                Targets::Leader(Some(partition))
+            } else {
+                Targets::Followers(partition)
+            }
+        }
         list => {
             let mut chosen = Vec::new();
             for name in list.split(',') {
@@ -152,8 +182,8 @@ fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
                     .filter(|id| (1..=nodes).contains(id))
                     .with_context(|| {
                         format!(
-                            "`{name}` is not a target: all, majority, minority, one, leader or \
-                             node names n1..n{nodes}"
+                            "`{name}` is not a target: all, majority, minority, one, leader, \
+                             leader:<k>, followers:<k> or node names n1..n{nodes}"
                         )
                     })?;
                 chosen.push(id - 1);
@@ -171,7 +201,7 @@ mod tests {
     #[test]
     fn a_timeline_parses_in_time_order() {
         let steps = parse(
-            "# power loss\n16 power-loss all\n 5s partition-one n2 # isolate\n\n8 heal\n18 restart\n10 kill leader\n",
+            "# power loss\n16 power-loss all\n 5s partition-one n2 # isolate\n\n8 heal\n18 restart\n10 kill leader\n20 cut leader:0/followers:0\n",
             3,
         )
         .unwrap();
@@ -184,9 +214,10 @@ mod tests {
                     Targets::Nodes(vec![1])
                 ),
                 &Action::Undo("heal"),
-                &Action::Fault(Fault::Kill, Targets::Leader),
+                &Action::Fault(Fault::Kill, Targets::Leader(None)),
                 &Action::Fault(Fault::PowerLoss, Targets::All),
                 &Action::Undo("restart"),
+                &Action::Cut(Targets::Leader(Some(0)), Targets::Followers(0)),
             ]
         );
         assert_eq!(steps[0].at, Duration::from_secs(5));
@@ -203,6 +234,8 @@ mod tests {
             ("5 partition", "several faults"),
             ("# nothing", "no steps"),
             ("5 kill n1 n2", "unexpected"),
+            ("5 cut n1", "two groups"),
+            ("5 cut leader:x/n1", "leader:<partition number>"),
         ] {
             let error = format!("{:#}", parse(text, 3).unwrap_err());
             assert!(error.contains(expected), "{text}: {error}");

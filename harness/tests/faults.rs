@@ -90,7 +90,11 @@ fn run_fault(fault: &str, undo: &str, expect_valid: bool) {
     let ops = history(results.path());
     let nemesis: Vec<&Op> = ops
         .iter()
-        .filter(|op| op.process == Process::Nemesis && op.op_type == OpType::Info)
+        .filter(|op| {
+            op.process == Process::Nemesis
+                && op.op_type == OpType::Info
+                && op.f.as_str() != "leader-change"
+        })
         .collect();
     let injected = nemesis.iter().filter(|op| op.f.as_str() == fault).count();
     assert!(

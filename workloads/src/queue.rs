@@ -481,7 +481,7 @@ impl QueueClient {
 
 /// How long the final reads keep looking for acknowledged offsets beyond the log end the
 /// cluster reports before settling for that end.
-const FINAL_READ_GRACE: Duration = Duration::from_secs(10);
+const FINAL_READ_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

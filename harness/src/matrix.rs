@@ -1,0 +1,756 @@
+//! `logjam matrix`: one `logjam run` per cell of a settings sweep, `--runs` times each, then a
+//! table of what each combination of settings actually delivered. Also owns the child-run
+//! machinery `logjam nightly` shares: every run is a `logjam run` child process (its own
+//! sandbox, its own exit code), whose stored run is read back with [`metrics::outcome`].
+//!
+//! # The sweep
+//!
+//! `--set key=v1,v2,...` (repeatable): the cells are the Cartesian product of every
+//! multi-valued key, in the order given (the last key varies fastest); single-valued settings
+//! apply to every cell. Without any `--set` the sweep is `acks=1,all` ×
+//! `min.insync.replicas=1,2` × `unclean.leader.election.enable=false,true` (8 cells, the
+//! replication factor left at its default of 3). The faults default to `kill,partition`: a
+//! `--nemesis` left at `logjam run`'s default (`kill,pause,partition`) is replaced.
+//!
+//! # Output and exit code
+//!
+//! Under `<results-dir>/<timestamp>-matrix/`: `cell<i>-run<j>/` (each the `--results-dir` of
+//! one child: its run directory, `latest`, `logjam.log` with the child's stderr and
+//! `stdout.txt`), `matrix.json` (every run's outcome) and `matrix.md` (the table, also
+//! printed); `<results-dir>/latest-matrix` points at it. The matrix reports, it does not
+//! judge: the exit code is 0 when every run ended with a verdict, even `invalid`, and 3 when
+//! any run failed as a harness error (recorded as `error` in its cell; the sweep goes on).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::cli::{EXIT_HARNESS_FAILED, MatrixArgs, RunArgs};
+use crate::metrics::{self, RunOutcome};
+
+/// The sweep when no `--set` is given.
+const DEFAULT_SWEEP: &[&str] = &[
+    "acks=1,all",
+    "min.insync.replicas=1,2",
+    "unclean.leader.election.enable=false,true",
+];
+
+/// `logjam run`'s default faults, which the matrix replaces with [`MATRIX_NEMESIS`].
+const RUN_DEFAULT_NEMESIS: &str = "kill,pause,partition";
+/// The matrix's default faults: the two that move leadership and lose unreplicated writes.
+const MATRIX_NEMESIS: &str = "kill,partition";
+
+/// Anomaly kinds the "lost" column already counts (the durability report's proven losses),
+/// left out of "other anomalies". `unseen` (lost or merely late) stays in.
+const DURABILITY_KINDS: &[&str] = &["lost-write", "unseen-lost"];
+
+/// Runs the sweep; returns 0 when every run ended with a verdict, 3 when any failed.
+///
+/// # Errors
+/// Bad `--set` values, or a matrix directory that cannot be written.
+pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let defaulted = args.run.set.is_empty();
+    let sets: Vec<String> = if defaulted {
+        DEFAULT_SWEEP.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        args.run.set.clone()
+    };
+    let sweep = Sweep::parse(&sets)?;
+    let nemesis = if args.run.nemesis == RUN_DEFAULT_NEMESIS {
+        MATRIX_NEMESIS
+    } else {
+        args.run.nemesis.as_str()
+    };
+    let cells = sweep.cells();
+    let started = SystemTime::now();
+    let dir = args
+        .run
+        .results_dir
+        .join(format!("{}-matrix", timestamp(started, true)));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    print_plan(args, &sweep, defaulted, nemesis, cells.len(), &dir);
+
+    let base_seed = args.run.seed.unwrap_or_else(clock_seed);
+    let total = cells.len() * args.runs as usize;
+    let mut results = Vec::with_capacity(cells.len());
+    for (i, cell) in cells.iter().enumerate() {
+        let mut runs = Vec::new();
+        for j in 0..args.runs as usize {
+            let index = i * args.runs as usize + j;
+            let child = ChildSpec {
+                label: format!("cell{} run{}", i + 1, j + 1),
+                options: run_options(&args.run, nemesis, &cell.settings),
+                seed: base_seed.wrapping_add(index as u64),
+                results_dir: dir.join(format!("cell{}-run{}", i + 1, j + 1)),
+            };
+            let finished = child.run();
+            eprintln!(
+                "logjam matrix: [{}/{total}] cell {} ({}) run {}: {}",
+                index + 1,
+                i + 1,
+                cell.name,
+                j + 1,
+                finished.one_line()
+            );
+            runs.push(finished);
+        }
+        results.push(CellResult::new(i + 1, cell, runs));
+    }
+
+    let report = MatrixReport {
+        started: timestamp(started, false),
+        dir: dir.clone(),
+        nemesis: nemesis.to_owned(),
+        common_settings: sweep.fixed_settings(),
+        swept: sweep.swept_keys(),
+        runs_per_cell: args.runs,
+        cells: results,
+    };
+    let table = report.markdown(&args.run);
+    std::fs::write(
+        dir.join("matrix.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(dir.join("matrix.md"), &table)?;
+    point_link(&args.run.results_dir.join("latest-matrix"), &dir);
+    print!("{table}");
+    println!("matrix stored in {}", dir.display());
+    let failed = report.cells.iter().any(|c| c.summary.errors > 0);
+    Ok(if failed { EXIT_HARNESS_FAILED } else { 0 })
+}
+
+fn print_plan(
+    args: &MatrixArgs,
+    sweep: &Sweep,
+    defaulted: bool,
+    nemesis: &str,
+    cells: usize,
+    dir: &Path,
+) {
+    if defaulted {
+        eprintln!(
+            "logjam matrix: no --set given: sweeping the default {} (replication factor 3)",
+            DEFAULT_SWEEP.join(" x ")
+        );
+    }
+    if args.run.nemesis == RUN_DEFAULT_NEMESIS {
+        eprintln!(
+            "logjam matrix: faults {MATRIX_NEMESIS} (the matrix's default; --nemesis to choose)"
+        );
+    }
+    let fixed = sweep.fixed_settings();
+    eprintln!(
+        "logjam matrix: {cells} cell(s) x {} run(s), {} s each, faults {nemesis}{}; stored in {}",
+        args.runs,
+        args.run.time_limit,
+        if fixed.is_empty() {
+            String::new()
+        } else {
+            format!(", every cell with {}", fixed.join(" "))
+        },
+        dir.display()
+    );
+}
+
+/// The `logjam run` options every run of a cell gets (all but the seed and results dir).
+fn run_options(run: &RunArgs, nemesis: &str, settings: &[String]) -> Vec<OsString> {
+    let mut options: Vec<OsString> = vec![
+        "--nodes".into(),
+        run.nodes.to_string().into(),
+        "--time-limit".into(),
+        run.time_limit.to_string().into(),
+        "--rate".into(),
+        run.rate.to_string().into(),
+        "--concurrency".into(),
+        run.concurrency.to_string().into(),
+        "--keys".into(),
+        run.keys.to_string().into(),
+        "--nemesis".into(),
+        nemesis.into(),
+        "--nemesis-interval".into(),
+        run.nemesis_interval.to_string().into(),
+    ];
+    if let Some(network) = clap::ValueEnum::to_possible_value(&run.network) {
+        options.extend(["--network".into(), network.get_name().into()]);
+    }
+    if let Some(script) = &run.nemesis_script {
+        options.extend(["--nemesis-script".into(), script.into()]);
+    }
+    if let Some(binary) = &run.node_binary {
+        options.extend(["--node-binary".into(), binary.into()]);
+    }
+    for setting in settings {
+        options.extend(["--set".into(), setting.into()]);
+    }
+    options
+}
+
+/// The parsed `--set` list: each key with its values, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+struct Sweep {
+    keys: Vec<(String, Vec<String>)>,
+}
+
+impl Sweep {
+    fn parse(sets: &[String]) -> anyhow::Result<Sweep> {
+        let mut keys: Vec<(String, Vec<String>)> = Vec::new();
+        for set in sets {
+            let (key, values) = crate::lab::parse_setting(set)?;
+            if key.is_empty() {
+                bail!("--set {set}: the key is empty");
+            }
+            if keys.iter().any(|(k, _)| *k == key) {
+                bail!("--set {key} given twice: list every value once, comma-separated");
+            }
+            let values: Vec<String> = values.split(',').map(|v| v.trim().to_owned()).collect();
+            if values.iter().any(String::is_empty) {
+                bail!("--set {set}: an empty value in the list");
+            }
+            keys.push((key, values));
+        }
+        Ok(Sweep { keys })
+    }
+
+    /// Every combination of the multi-valued keys, the last key varying fastest.
+    fn cells(&self) -> Vec<Cell> {
+        let mut choices: Vec<Vec<usize>> = vec![Vec::new()];
+        for (_, values) in &self.keys {
+            choices = choices
+                .into_iter()
+                .flat_map(|prefix| {
+                    (0..values.len()).map(move |v| {
+                        let mut next = prefix.clone();
+                        next.push(v);
+                        next
+                    })
+                })
+                .collect();
+        }
+        choices.iter().map(|choice| self.cell(choice)).collect()
+    }
+
+    fn cell(&self, choice: &[usize]) -> Cell {
+        let mut settings = Vec::new();
+        let mut swept = Vec::new();
+        for ((key, values), &v) in self.keys.iter().zip(choice) {
+            let setting = format!("{key}={}", values[v]);
+            if values.len() > 1 {
+                swept.push(setting.clone());
+            }
+            settings.push(setting);
+        }
+        let name = if swept.is_empty() {
+            "(no sweep)".to_owned()
+        } else {
+            swept.join(" ")
+        };
+        Cell {
+            name,
+            swept,
+            settings,
+        }
+    }
+
+    fn fixed_settings(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .filter(|(_, values)| values.len() == 1)
+            .map(|(key, values)| format!("{key}={}", values[0]))
+            .collect()
+    }
+
+    fn swept_keys(&self) -> BTreeMap<String, Vec<String>> {
+        self.keys
+            .iter()
+            .filter(|(_, values)| values.len() > 1)
+            .cloned()
+            .collect()
+    }
+}
+
+/// One combination of settings.
+#[derive(Debug, Clone, PartialEq)]
+struct Cell {
+    /// The swept settings, space-separated (what tells cells apart).
+    name: String,
+    /// The swept settings, `key=value`.
+    swept: Vec<String>,
+    /// Every setting of the cell, `key=value`, as `--set` arguments.
+    settings: Vec<String>,
+}
+
+/// Everything `matrix.json` holds.
+#[derive(Debug, Serialize)]
+struct MatrixReport {
+    started: String,
+    dir: PathBuf,
+    nemesis: String,
+    common_settings: Vec<String>,
+    swept: BTreeMap<String, Vec<String>>,
+    runs_per_cell: u32,
+    cells: Vec<CellResult>,
+}
+
+/// One cell's runs and their totals.
+#[derive(Debug, Serialize)]
+struct CellResult {
+    cell: usize,
+    name: String,
+    swept: Vec<String>,
+    settings: Vec<String>,
+    summary: CellSummary,
+    runs: Vec<ChildRun>,
+}
+
+/// The totals a table row shows.
+#[derive(Debug, Default, Serialize)]
+struct CellSummary {
+    /// Runs per status (`valid`, `invalid`, `unknown`, `error`).
+    statuses: BTreeMap<String, usize>,
+    /// Harness failures.
+    errors: usize,
+    /// Acknowledged writes lost, over every run with a verdict.
+    lost_total: u64,
+    /// The same per run (`None` for a run that failed).
+    lost_per_run: Vec<Option<u64>>,
+    /// Acknowledged writes, over every run with a verdict.
+    acknowledged_total: u64,
+    /// Acknowledged writes neither read back nor proven lost, over every run.
+    unconfirmed_total: u64,
+    /// Bad anomaly kinds other than the durability ones, with summed counts.
+    other_bad_anomalies: BTreeMap<String, u64>,
+    /// Mean over runs with a verdict of each run's largest per-key refused time.
+    refused_seconds_mean_of_max: Option<f64>,
+    /// Unclean elections over every run.
+    unclean_elections: usize,
+    /// Leader changes over every run.
+    leader_changes: u64,
+}
+
+impl CellResult {
+    fn new(number: usize, cell: &Cell, runs: Vec<ChildRun>) -> CellResult {
+        let summary = CellSummary::of(&runs);
+        CellResult {
+            cell: number,
+            name: cell.name.clone(),
+            swept: cell.swept.clone(),
+            settings: cell.settings.clone(),
+            summary,
+            runs,
+        }
+    }
+}
+
+impl CellSummary {
+    fn of(runs: &[ChildRun]) -> CellSummary {
+        let mut summary = CellSummary::default();
+        let mut refused = Vec::new();
+        for run in runs {
+            *summary.statuses.entry(run.status.clone()).or_default() += 1;
+            let Some(outcome) = &run.outcome else {
+                summary.errors += 1;
+                summary.lost_per_run.push(None);
+                continue;
+            };
+            summary.lost_total += outcome.lost;
+            summary.lost_per_run.push(Some(outcome.lost));
+            summary.acknowledged_total += outcome.acknowledged;
+            summary.unconfirmed_total += outcome.unconfirmed;
+            for (kind, count) in &outcome.anomalies {
+                if count.bad && !DURABILITY_KINDS.contains(&kind.as_str()) {
+                    *summary.other_bad_anomalies.entry(kind.clone()).or_default() += count.count;
+                }
+            }
+            refused.push(outcome.refused.max_seconds);
+            summary.unclean_elections += outcome.unclean_elections.len();
+            summary.leader_changes += outcome.leader_changes;
+        }
+        if !refused.is_empty() {
+            summary.refused_seconds_mean_of_max =
+                Some(refused.iter().sum::<f64>() / refused.len() as f64);
+        }
+        summary
+    }
+
+    /// "valid 2/3, invalid 1/3".
+    fn verdicts(&self, runs: usize) -> String {
+        ["valid", "invalid", "unknown", "error"]
+            .iter()
+            .filter_map(|status| {
+                self.statuses
+                    .get(*status)
+                    .map(|n| format!("{status} {n}/{runs}"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// "3 (0, 3, 0) of 1200, 5 unconfirmed"; "-" when no run ended with a verdict.
+    fn lost(&self) -> String {
+        if self.lost_per_run.iter().all(Option::is_none) {
+            return "-".to_owned();
+        }
+        let per_run: Vec<String> = self
+            .lost_per_run
+            .iter()
+            .map(|lost| lost.map_or_else(|| "-".to_owned(), |n| n.to_string()))
+            .collect();
+        let mut text = self.lost_total.to_string();
+        if per_run.len() > 1 {
+            text.push_str(&format!(" ({})", per_run.join(", ")));
+        }
+        text.push_str(&format!(" of {}", self.acknowledged_total));
+        if self.unconfirmed_total > 0 {
+            text.push_str(&format!(", {} unconfirmed", self.unconfirmed_total));
+        }
+        text
+    }
+
+    fn other_anomalies(&self) -> String {
+        if self.other_bad_anomalies.is_empty() {
+            return "none".to_owned();
+        }
+        self.other_bad_anomalies
+            .iter()
+            .map(|(kind, count)| format!("{kind} x{count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl MatrixReport {
+    /// The Markdown table, with a line above it saying what every cell shared.
+    fn markdown(&self, run: &RunArgs) -> String {
+        let mut md = format!("# logjam matrix {}\n\n", self.started);
+        md.push_str(&format!(
+            "Every cell: {} node(s), {} s under faults `{}` (every {} s), {} ops/s over {} \
+             client(s), {} key(s){}; {} run(s) per cell.\n\n",
+            run.nodes,
+            run.time_limit,
+            self.nemesis,
+            run.nemesis_interval,
+            run.rate,
+            run.concurrency,
+            run.keys,
+            if self.common_settings.is_empty() {
+                String::new()
+            } else {
+                format!(", `{}`", self.common_settings.join(" "))
+            },
+            self.runs_per_cell,
+        ));
+        md.push_str(
+            "| cell | settings | runs | verdicts | acknowledged writes lost | other bad anomalies \
+             | refused s (mean of max) | unclean elections |\n",
+        );
+        md.push_str("|---|---|---|---|---|---|---|---|\n");
+        for cell in &self.cells {
+            let s = &cell.summary;
+            let row = [
+                cell.cell.to_string(),
+                cell.name.clone(),
+                cell.runs.len().to_string(),
+                s.verdicts(cell.runs.len()),
+                s.lost(),
+                s.other_anomalies(),
+                s.refused_seconds_mean_of_max
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.1}")),
+                format!(
+                    "{} of {} leader changes",
+                    s.unclean_elections, s.leader_changes
+                ),
+            ];
+            let row: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+            md.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        md.push_str(
+            "\nLost: the durability report's acknowledged writes lost (sum, per run in \
+             parentheses; unconfirmed: neither read back nor proven lost). Other bad \
+             anomalies: kinds the policy forbids, proven lost writes excepted. Refused: per run, the longest time one partition refused writes; \
+             averaged over the cell's runs.\n",
+        );
+        md
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child runs, shared with `nightly`.
+
+/// One `logjam run` to start as a child process.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildSpec {
+    /// How its progress lines are prefixed, e.g. `cell3 run1`.
+    pub label: String,
+    /// Every `logjam run` option but `--seed` and `--results-dir`.
+    pub options: Vec<OsString>,
+    /// Its seed.
+    pub seed: u64,
+    /// Its `--results-dir`: it stores its run (and `latest`) there, we add its logs.
+    pub results_dir: PathBuf,
+}
+
+/// How a child run ended.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ChildRun {
+    /// The seed it ran with.
+    pub seed: u64,
+    /// Its `--results-dir`.
+    pub results_dir: PathBuf,
+    /// Its run directory, when it got as far as creating one.
+    pub run_dir: Option<PathBuf>,
+    /// Wall-clock seconds, start to exit.
+    pub seconds: f64,
+    /// Its exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+    /// `valid`, `invalid`, `unknown`, or `error` when the harness failed.
+    pub status: String,
+    /// Why it failed, when it did: its last `logjam:` line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What it found, when it ended with a verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
+}
+
+/// Stderr lines kept from a child to explain a failure.
+const STDERR_TAIL: usize = 20;
+
+impl ChildSpec {
+    /// Runs the child to its end, streaming its stderr prefixed with the label. Never fails:
+    /// whatever goes wrong becomes an `error` run.
+    pub fn run(&self) -> ChildRun {
+        let start = Instant::now();
+        let (exit_code, tail) = match self.spawn_and_wait() {
+            Ok(ended) => ended,
+            Err(error) => (None, VecDeque::from([format!("logjam: {error:#}")])),
+        };
+        let run_dir = find_run_dir(&self.results_dir, self.seed);
+        let mut run = ChildRun {
+            seed: self.seed,
+            results_dir: self.results_dir.clone(),
+            run_dir: run_dir.clone(),
+            seconds: start.elapsed().as_secs_f64(),
+            exit_code,
+            status: "error".to_owned(),
+            error: None,
+            outcome: None,
+        };
+        let verdict_code = matches!(exit_code, Some(0..=2));
+        match (verdict_code, run_dir) {
+            (true, Some(dir)) => match metrics::outcome(&dir) {
+                Ok(outcome) => {
+                    run.status = outcome.verdict.clone();
+                    run.outcome = Some(outcome);
+                }
+                Err(error) => run.error = Some(format!("{error:#}")),
+            },
+            (true, None) => run.error = Some("the run stored no run directory".to_owned()),
+            (false, _) => run.error = Some(failure_line(exit_code, &tail)),
+        }
+        run
+    }
+
+    fn spawn_and_wait(&self) -> anyhow::Result<(Option<i32>, VecDeque<String>)> {
+        std::fs::create_dir_all(&self.results_dir)
+            .with_context(|| format!("cannot create {}", self.results_dir.display()))?;
+        let stdout = File::create(self.results_dir.join("stdout.txt"))?;
+        let mut log = File::create(self.results_dir.join("logjam.log"))?;
+        let exe = std::env::current_exe().context("cannot find the logjam executable")?;
+        let mut child = Command::new(exe)
+            .arg("run")
+            .args(&self.options)
+            .arg("--seed")
+            .arg(self.seed.to_string())
+            .arg("--results-dir")
+            .arg(&self.results_dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("cannot start logjam run")?;
+        let mut tail = VecDeque::with_capacity(STDERR_TAIL);
+        if let Some(stderr) = child.stderr.take() {
+            for line in BufReader::new(stderr).split(b'\n') {
+                let Ok(line) = line else { break };
+                let line = String::from_utf8_lossy(&line).into_owned();
+                eprintln!("  [{}] {line}", self.label);
+                let _ = writeln!(log, "{line}");
+                if tail.len() == STDERR_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }
+        let status = child.wait().context("waiting for logjam run")?;
+        Ok((status.code(), tail))
+    }
+}
+
+impl ChildRun {
+    /// `seed 12: valid, 0 of 400 lost, 38.2 s` or `seed 12: error (...)`.
+    pub fn one_line(&self) -> String {
+        match &self.outcome {
+            Some(outcome) => format!(
+                "seed {}: {}, {} of {} acknowledged writes lost, {:.1} s",
+                self.seed, self.status, outcome.lost, outcome.acknowledged, self.seconds
+            ),
+            None => format!(
+                "seed {}: error ({}), {:.1} s",
+                self.seed,
+                self.error.as_deref().unwrap_or("unknown failure"),
+                self.seconds
+            ),
+        }
+    }
+}
+
+/// The run directory a child stored: `latest` when it got that far, else the directory named
+/// after its seed (a run that failed mid-way).
+fn find_run_dir(results_dir: &Path, seed: u64) -> Option<PathBuf> {
+    if let Ok(target) = std::fs::read_link(results_dir.join("latest")) {
+        return Some(results_dir.join(target));
+    }
+    let suffix = format!("-seed{seed}");
+    std::fs::read_dir(results_dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| {
+            path.is_dir()
+                && path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().ends_with(&suffix))
+        })
+}
+
+/// The line that explains a failed child: its last `logjam:` line, else its last line.
+fn failure_line(exit_code: Option<i32>, tail: &VecDeque<String>) -> String {
+    let line = tail
+        .iter()
+        .rev()
+        .find(|line| line.starts_with("logjam:"))
+        .or_else(|| tail.back())
+        .map_or("no output", String::as_str);
+    match exit_code {
+        Some(code) => format!("exit {code}: {line}"),
+        None => format!("killed by a signal: {line}"),
+    }
+}
+
+/// Points the symlink `link` at `target` (relative, as `results/latest` is).
+pub(crate) fn point_link(link: &Path, target: &Path) {
+    let _ = std::fs::remove_file(link);
+    if let Some(name) = target.file_name() {
+        let _ = std::os::unix::fs::symlink(name, link);
+    }
+}
+
+/// A seed from the clock.
+pub(crate) fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |elapsed| elapsed.as_nanos() as u64)
+}
+
+/// UTC time as `2026-11-29T10:03:46Z`, or `20261129T100346Z` for directory names (the same
+/// format as `logjam run`'s directories).
+pub(crate) fn timestamp(time: SystemTime, compact: bool) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    if compact {
+        format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
+    } else {
+        format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sets(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_default_sweep_has_eight_cells_last_key_fastest() {
+        let cells = Sweep::parse(&sets(DEFAULT_SWEEP)).unwrap().cells();
+        assert_eq!(cells.len(), 8);
+        assert_eq!(
+            cells[0].settings,
+            sets(&[
+                "acks=1",
+                "min.insync.replicas=1",
+                "unclean.leader.election.enable=false"
+            ])
+        );
+        assert_eq!(
+            cells[1].name,
+            "acks=1 min.insync.replicas=1 unclean.leader.election.enable=true"
+        );
+        assert_eq!(
+            cells[7].name,
+            "acks=all min.insync.replicas=2 unclean.leader.election.enable=true"
+        );
+    }
+
+    #[test]
+    fn single_valued_settings_go_to_every_cell_but_not_into_its_name() {
+        let sweep = Sweep::parse(&sets(&["replication.factor=1", "acks=0,1"])).unwrap();
+        let cells = sweep.cells();
+        assert_eq!(cells.len(), 2);
+        assert_eq!(cells[0].name, "acks=0");
+        assert_eq!(cells[1].settings, sets(&["replication.factor=1", "acks=1"]));
+        assert_eq!(sweep.fixed_settings(), sets(&["replication.factor=1"]));
+    }
+
+    #[test]
+    fn a_sweep_without_multi_valued_keys_is_one_cell() {
+        let cells = Sweep::parse(&sets(&["acks=all"])).unwrap().cells();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(cells[0].settings, sets(&["acks=all"]));
+    }
+
+    #[test]
+    fn bad_sets_are_refused() {
+        assert!(Sweep::parse(&sets(&["acks"])).is_err());
+        assert!(Sweep::parse(&sets(&["acks=1,,all"])).is_err());
+        assert!(Sweep::parse(&sets(&["acks=1", "acks=all"])).is_err());
+    }
+
+    #[test]
+    fn a_failed_child_is_explained_by_its_last_logjam_line() {
+        let tail = VecDeque::from(sets(&[
+            "logjam: run x (seed 1)",
+            "logjam: the cluster did not become ready within 60 s",
+            "trailing noise",
+        ]));
+        assert_eq!(
+            failure_line(Some(3), &tail),
+            "exit 3: logjam: the cluster did not become ready within 60 s"
+        );
+    }
+}

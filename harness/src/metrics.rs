@@ -1,0 +1,533 @@
+//! The outcome of one stored run, as `logjam matrix` and `logjam nightly` tabulate it: seed,
+//! settings, verdict, acknowledged and lost writes, anomaly counts (bad or allowed), how long
+//! each partition refused writes, and the leader changes the watcher saw (unclean elections
+//! singled out). Read from a run directory's `run.json`, `report.json` and `history.jsonl`
+//! (streamed); pure and sync, nothing here runs or judges anything.
+//!
+//! # Refused time
+//!
+//! Per key (one key is one partition), the time during which writes to it were refused,
+//! measured from the clients' side only. Walk that key's `send` completions in history (time)
+//! order:
+//!
+//! - an outage starts at the completion of a `fail` or `info` send when the previous send
+//!   completion of that key was `ok`;
+//! - it ends at the completion of the next `ok` send of that key, or, if none comes, at the end
+//!   of the workload phase: the time of the first `final-poll` op (else of the last op);
+//! - before the key's first `ok` send nothing counts (the cluster was never seen accepting
+//!   writes for it, so there is nothing to be refused yet). A key that never acknowledged a
+//!   write is listed in `never_acknowledged` instead.
+//!
+//! Completions after the end of the workload phase are ignored. The run's figures are the
+//! maximum and the mean over the keys that acknowledged at least one write.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use logjam_history::{
+    Function, HistoryReader, MicroOp, Op, OpType, Outcome, Paired, Pairer, Process,
+};
+use serde::{Deserialize, Serialize};
+
+/// Everything the tables need about one stored run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutcome {
+    /// The run directory read.
+    pub run_dir: PathBuf,
+    /// The run's seed (from run.json).
+    pub seed: u64,
+    /// Node and client settings given to the run, and `replication.factor`.
+    pub settings: BTreeMap<String, String>,
+    /// `valid`, `invalid` or `unknown`.
+    pub verdict: String,
+    /// The checker's one-sentence reason.
+    pub reason: String,
+    /// Acknowledged writes in the history.
+    pub acknowledged: u64,
+    /// Acknowledged writes lost (the durability report's count).
+    pub lost: u64,
+    /// Acknowledged writes neither read nor proven lost.
+    pub unconfirmed: u64,
+    /// Every anomaly kind found, with its count and whether the policy forbids it.
+    pub anomalies: BTreeMap<String, AnomalyCount>,
+    /// How long writes were refused, per key and overall.
+    pub refused: RefusedTime,
+    /// Leader changes the watcher recorded (`leader-change` nemesis ops).
+    pub leader_changes: u64,
+    /// Those of them that were unclean elections.
+    pub unclean_elections: Vec<UncleanElection>,
+}
+
+/// One anomaly kind in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AnomalyCount {
+    /// Cases found.
+    pub count: u64,
+    /// True when the policy forbids the kind (it made the run invalid).
+    pub bad: bool,
+}
+
+/// Refused time (see the module doc for the exact definition), in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RefusedTime {
+    /// Per key that acknowledged at least one write.
+    pub per_key: BTreeMap<i64, f64>,
+    /// The largest per-key figure (0 when no key acknowledged anything).
+    pub max_seconds: f64,
+    /// The mean over `per_key` (0 when empty).
+    pub mean_seconds: f64,
+    /// Keys that were sent to but never acknowledged a write.
+    pub never_acknowledged: Vec<i64>,
+}
+
+/// A leader election that picked a replica outside the ISR.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UncleanElection {
+    /// The history index of the `leader-change` op.
+    pub index: u64,
+    /// Its time, seconds since the run started.
+    pub time_seconds: f64,
+    /// The partition.
+    pub partition: Option<i64>,
+    /// The new leader (`None`: the partition went offline).
+    pub leader: Option<String>,
+    /// The new leader epoch.
+    pub epoch: Option<i64>,
+}
+
+/// Reads the outcome of the run stored in `run_dir`.
+///
+/// # Errors
+/// A missing or malformed `run.json`, `report.json` or `history.jsonl`.
+pub fn outcome(run_dir: &Path) -> anyhow::Result<RunOutcome> {
+    let run: RunFile = read_json(&run_dir.join("run.json"))?;
+    let report: ReportFile = read_json(&run_dir.join("report.json"))?;
+    let history_path = run_dir.join("history.jsonl");
+    let reader = HistoryReader::open(&history_path)
+        .with_context(|| format!("cannot read {}", history_path.display()))?;
+    let history =
+        scan_history(reader).with_context(|| format!("cannot read {}", history_path.display()))?;
+    Ok(RunOutcome {
+        run_dir: run_dir.to_owned(),
+        seed: run.seed,
+        settings: run.settings(),
+        verdict: report.verdict,
+        reason: report.reason,
+        acknowledged: report.durability.acknowledged,
+        lost: report.durability.lost,
+        unconfirmed: report.durability.unconfirmed,
+        anomalies: report
+            .anomalies
+            .iter()
+            .map(|(kind, group)| {
+                let bad = report.bad_kinds.contains(kind);
+                (
+                    kind.clone(),
+                    AnomalyCount {
+                        count: group.count,
+                        bad,
+                    },
+                )
+            })
+            .collect(),
+        refused: history.refused,
+        leader_changes: history.leader_changes,
+        unclean_elections: history.unclean_elections,
+    })
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("malformed {}", path.display()))
+}
+
+/// The parts of `run.json` read here.
+#[derive(Debug, Deserialize)]
+struct RunFile {
+    seed: u64,
+    #[serde(default)]
+    node_settings: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    client_settings: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    replication_factor: Option<serde_json::Value>,
+}
+
+impl RunFile {
+    fn settings(&self) -> BTreeMap<String, String> {
+        let text = |value: &serde_json::Value| match value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut settings: BTreeMap<String, String> = self
+            .node_settings
+            .iter()
+            .chain(&self.client_settings)
+            .map(|(key, value)| (key.clone(), text(value)))
+            .collect();
+        if let Some(factor) = &self.replication_factor {
+            settings.insert("replication.factor".to_owned(), text(factor));
+        }
+        settings
+    }
+}
+
+/// The parts of `report.json` read here.
+#[derive(Debug, Deserialize)]
+struct ReportFile {
+    verdict: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    bad_kinds: Vec<String>,
+    #[serde(default)]
+    anomalies: BTreeMap<String, GroupFile>,
+    durability: DurabilityFile,
+}
+
+#[derive(Debug, Deserialize)]
+struct GroupFile {
+    count: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct DurabilityFile {
+    acknowledged: u64,
+    lost: u64,
+    #[serde(default)]
+    unconfirmed: u64,
+}
+
+/// What one pass over the history yields.
+#[derive(Debug, Default)]
+struct HistoryMetrics {
+    refused: RefusedTime,
+    leader_changes: u64,
+    unclean_elections: Vec<UncleanElection>,
+}
+
+/// One pass over the ops: send completions feed the refusal tracker, `leader-change` nemesis
+/// ops are counted, the first `final-poll` ends the workload phase.
+fn scan_history<R: BufRead>(reader: HistoryReader<R>) -> anyhow::Result<HistoryMetrics> {
+    let mut pairer = Pairer::new();
+    let mut refusals = RefusalTracker::default();
+    let mut metrics = HistoryMetrics::default();
+    let mut workload_end: Option<u64> = None;
+    let mut last_time = 0;
+    for op in reader {
+        let op = match op {
+            Ok(op) => op,
+            // A torn last line is a warning everywhere else too; every op before it is intact.
+            Err(error) if error.is_torn_tail() => break,
+            Err(error) => return Err(error.into()),
+        };
+        last_time = last_time.max(op.time_ns);
+        if op.f == Function::FinalPoll && workload_end.is_none() {
+            workload_end = Some(op.time_ns);
+        }
+        if op.process == Process::Nemesis {
+            note_nemesis(&op, &mut metrics);
+            continue;
+        }
+        let Some(Paired::Client(completed)) = pairer.push(op)? else {
+            continue;
+        };
+        let Some(time) = completed.complete_time_ns else {
+            continue;
+        };
+        if completed.f != Function::Send || workload_end.is_some_and(|end| time > end) {
+            continue;
+        }
+        for micro in completed.value.micro_ops() {
+            if let MicroOp::Send { key, .. } = micro {
+                refusals.observe(key.0, time, completed.outcome);
+            }
+        }
+    }
+    metrics.refused = refusals.finish(workload_end.unwrap_or(last_time));
+    Ok(metrics)
+}
+
+/// Counts a `leader-change` completion and keeps it when it was unclean.
+fn note_nemesis(op: &Op, metrics: &mut HistoryMetrics) {
+    if op.f.as_str() != "leader-change" || op.op_type == OpType::Invoke {
+        return;
+    }
+    metrics.leader_changes += 1;
+    let logjam_history::OpValue::Json(value) = &op.value else {
+        return;
+    };
+    if value.get("unclean").and_then(serde_json::Value::as_bool) != Some(true) {
+        return;
+    }
+    metrics.unclean_elections.push(UncleanElection {
+        index: op.index.0,
+        time_seconds: seconds(op.time_ns),
+        partition: value.get("partition").and_then(serde_json::Value::as_i64),
+        leader: value
+            .get("leader")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        epoch: value.get("epoch").and_then(serde_json::Value::as_i64),
+    });
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Where one key stands while its send completions are walked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum KeyState {
+    /// No `ok` send yet: refusals do not count.
+    NeverAcknowledged,
+    /// The last completion was `ok`.
+    Accepting,
+    /// Refusing since this time (ns).
+    Refusing(u64),
+}
+
+/// The refused-time state machine of the module doc, over every key at once.
+#[derive(Debug, Default)]
+struct RefusalTracker {
+    /// Each key's state and its refused time so far (ns).
+    keys: HashMap<i64, (KeyState, u64)>,
+}
+
+impl RefusalTracker {
+    /// A send to `key` completed at `time_ns` with `outcome`.
+    fn observe(&mut self, key: i64, time_ns: u64, outcome: Outcome) {
+        let (state, refused) = self
+            .keys
+            .entry(key)
+            .or_insert((KeyState::NeverAcknowledged, 0));
+        *state = match (*state, outcome) {
+            (KeyState::Refusing(since), Outcome::Ok) => {
+                *refused += time_ns.saturating_sub(since);
+                KeyState::Accepting
+            }
+            (_, Outcome::Ok) => KeyState::Accepting,
+            (KeyState::Accepting, Outcome::Fail | Outcome::Info) => KeyState::Refusing(time_ns),
+            (unchanged, _) => unchanged,
+        };
+    }
+
+    /// Closes outages still open at `end_ns` (the end of the workload phase).
+    fn finish(self, end_ns: u64) -> RefusedTime {
+        let mut result = RefusedTime::default();
+        for (key, (state, mut refused)) in self.keys {
+            match state {
+                KeyState::NeverAcknowledged => {
+                    result.never_acknowledged.push(key);
+                    continue;
+                }
+                KeyState::Refusing(since) => refused += end_ns.saturating_sub(since),
+                KeyState::Accepting => {}
+            }
+            result.per_key.insert(key, seconds(refused));
+        }
+        result.never_acknowledged.sort_unstable();
+        result.max_seconds = result.per_key.values().copied().fold(0.0, f64::max);
+        if !result.per_key.is_empty() {
+            result.mean_seconds =
+                result.per_key.values().sum::<f64>() / result.per_key.len() as f64;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = r#"{"schema_version":1,"workload":"queue","seed":9,"start_time":"2026-01-01T00:00:00Z","nodes":["n1","n2"],"config":{}}"#;
+
+    /// One op line: time in ms, process, type, f, value (JSON text).
+    type Row = (u64, String, &'static str, &'static str, String);
+
+    /// Writes a history from `rows`, sorted by time (stable), indices in that order.
+    fn history(rows: &[Row]) -> String {
+        let mut sorted: Vec<&Row> = rows.iter().collect();
+        sorted.sort_by_key(|row| row.0);
+        let mut text = format!("{HEADER}\n");
+        for (index, (ms, process, op_type, f, value)) in sorted.into_iter().enumerate() {
+            text.push_str(&format!(
+                r#"{{"index":{index},"time":{},"process":{process},"type":"{op_type}","f":"{f}","value":{value}}}"#,
+                ms * 1_000_000
+            ));
+            text.push('\n');
+        }
+        text
+    }
+
+    fn scan(text: &str) -> HistoryMetrics {
+        scan_history(HistoryReader::new(text.as_bytes()).unwrap()).unwrap()
+    }
+
+    /// A send of `value` to `key` by process `p`: invoke at `from` ms, completion at `to` ms.
+    fn send(p: u64, key: i64, value: i64, from: u64, to: u64, outcome: &'static str) -> [Row; 2] {
+        let completion = if outcome == "ok" {
+            format!(r#"[["send",{key},[{value},{value}]]]"#)
+        } else {
+            format!(r#"[["send",{key},[null,{value}]]]"#)
+        };
+        let invoke = format!(r#"[["send",{key},{value}]]"#);
+        [
+            (from, p.to_string(), "invoke", "send", invoke),
+            (to, p.to_string(), outcome, "send", completion),
+        ]
+    }
+
+    fn final_poll(ms: u64) -> Row {
+        (
+            ms,
+            "9".into(),
+            "invoke",
+            "final-poll",
+            r#"[["poll"]]"#.into(),
+        )
+    }
+
+    fn leader_change(ms: u64, value: &str) -> Row {
+        (
+            ms,
+            r#""nemesis""#.into(),
+            "info",
+            "leader-change",
+            value.into(),
+        )
+    }
+
+    /// An outage opens at the first refused send after an ok and closes at the next ok; the
+    /// refusals before the key's first ok do not count.
+    #[test]
+    fn refused_time_runs_from_the_first_refusal_after_an_ok_to_the_next_ok() {
+        let mut ops = Vec::new();
+        ops.extend(send(0, 0, 1, 0, 100, "fail")); // before any ok: not counted
+        ops.extend(send(0, 0, 2, 200, 1_000, "ok")); // accepting from 1.0 s
+        ops.extend(send(0, 0, 3, 1_100, 2_000, "info")); // outage starts at 2.0 s
+        ops.extend(send(0, 0, 4, 2_100, 2_500, "fail")); // still refusing
+        ops.extend(send(0, 0, 5, 2_600, 3_500, "ok")); // ends at 3.5 s: 1.5 s
+        ops.extend(send(1, 1, 1, 0, 500, "ok")); // key 1 never refuses
+        ops.push(final_poll(4_000));
+        let metrics = scan(&history(&ops));
+        let refused = metrics.refused;
+        assert_eq!(refused.per_key.get(&0), Some(&1.5));
+        assert_eq!(refused.per_key.get(&1), Some(&0.0));
+        assert_eq!(refused.max_seconds, 1.5);
+        assert_eq!(refused.mean_seconds, 0.75);
+        assert!(refused.never_acknowledged.is_empty());
+    }
+
+    /// An outage still open when the workload ends is closed at the first final-poll, and
+    /// completions after it are ignored; a key that never acknowledged is listed apart.
+    #[test]
+    fn an_open_outage_ends_at_the_first_final_poll() {
+        let mut ops = Vec::new();
+        ops.extend(send(0, 0, 1, 0, 1_000, "ok"));
+        ops.extend(send(0, 0, 2, 1_500, 2_000, "fail")); // outage from 2.0 s
+        ops.extend(send(1, 2, 1, 0, 3_000, "info")); // key 2: never acknowledged
+        ops.push(final_poll(5_000));
+        ops.extend(send(2, 0, 3, 5_500, 6_000, "ok")); // after the workload: ignored
+        let refused = scan(&history(&ops)).refused;
+        assert_eq!(refused.per_key.get(&0), Some(&3.0));
+        assert_eq!(refused.max_seconds, 3.0);
+        assert_eq!(refused.mean_seconds, 3.0);
+        assert_eq!(refused.never_acknowledged, vec![2]);
+    }
+
+    /// Concurrent sends interleave: what matters is the order of completions, whichever
+    /// process they come from; an ok completion closes the outage even if it was invoked
+    /// before the refusal.
+    #[test]
+    fn outages_follow_completion_order_across_processes() {
+        let mut ops = Vec::new();
+        ops.extend(send(0, 0, 1, 0, 100, "ok"));
+        ops.extend(send(1, 0, 2, 150, 400, "ok")); // invoked before the refusal, completes after
+        ops.extend(send(0, 0, 3, 200, 300, "fail")); // outage 0.3 s .. 0.4 s
+        let refused = scan(&history(&ops)).refused;
+        let key0 = refused.per_key[&0];
+        assert!((key0 - 0.1).abs() < 1e-9, "{key0}");
+    }
+
+    #[test]
+    fn leader_changes_are_counted_and_unclean_ones_kept() {
+        let text = history(&[
+            leader_change(
+                100,
+                r#"{"partition":0,"leader":"n2","epoch":5,"isr":["n2"],"previous_leader":"n1","previous_isr":["n1","n2"],"unclean":false}"#,
+            ),
+            leader_change(
+                2_500,
+                r#"{"partition":1,"leader":"n3","epoch":7,"isr":["n3"],"previous_leader":"n1","previous_isr":["n1"],"unclean":true}"#,
+            ),
+            leader_change(
+                3_000,
+                r#"{"partition":2,"leader":null,"epoch":8,"isr":[],"previous_leader":"n1","previous_isr":["n1"],"unclean":false}"#,
+            ),
+            (
+                3_100,
+                r#""nemesis""#.into(),
+                "info",
+                "kill",
+                r#"{"targets":["n1"]}"#.into(),
+            ),
+        ]);
+        let metrics = scan(&text);
+        assert_eq!(metrics.leader_changes, 3);
+        assert_eq!(
+            metrics.unclean_elections,
+            vec![UncleanElection {
+                index: 1,
+                time_seconds: 2.5,
+                partition: Some(1),
+                leader: Some("n3".into()),
+                epoch: Some(7),
+            }]
+        );
+    }
+
+    #[test]
+    fn outcome_reads_a_stored_run() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("run.json"),
+            r#"{"seed": 9, "node_settings": {"min.insync.replicas": "2"},
+                "client_settings": {"acks": "all"}, "replication_factor": 3}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"verdict": "invalid", "reason": "lost writes", "bad_kinds": ["lost-write"],
+                "allowed_kinds": ["unseen"],
+                "anomalies": {"lost-write": {"count": 2, "truncated": false, "witnesses": []},
+                              "unseen": {"count": 1, "truncated": false, "witnesses": []}},
+                "durability": {"final_reads": "final-poll", "acknowledged": 40, "lost": 2,
+                               "unconfirmed": 1, "partitions": [], "nemesis_events": []}}"#,
+        )
+        .unwrap();
+        let mut ops = Vec::new();
+        ops.extend(send(0, 0, 1, 0, 1_000, "ok"));
+        std::fs::write(dir.path().join("history.jsonl"), history(&ops)).unwrap();
+
+        let outcome = outcome(dir.path()).unwrap();
+        assert_eq!(outcome.seed, 9);
+        assert_eq!(outcome.verdict, "invalid");
+        assert_eq!((outcome.acknowledged, outcome.lost), (40, 2));
+        assert_eq!(outcome.settings["acks"], "all");
+        assert_eq!(outcome.settings["min.insync.replicas"], "2");
+        assert_eq!(outcome.settings["replication.factor"], "3");
+        assert_eq!(
+            outcome.anomalies["lost-write"],
+            AnomalyCount {
+                count: 2,
+                bad: true
+            }
+        );
+        assert!(!outcome.anomalies["unseen"].bad);
+        assert_eq!(outcome.refused.per_key.get(&0), Some(&0.0));
+    }
+}

@@ -1,0 +1,542 @@
+//! `logjam scenario <name|file>`: a scripted fault timeline with its settings and the outcome
+//! it is expected to show, run as one `logjam run`, then judged against the expectation.
+//!
+//! A scenario file is a timeline (see `timeline.rs`) with directives before or between its
+//! steps, one per line:
+//!
+//! ```text
+//! description  Followers cut off from the leader, then the leader dies ...
+//! nodes        6            # cluster size (default 3)
+//! controllers  3            # dedicated KRaft controllers (default 0: combined nodes)
+//! keys         1            # partitions of the workload topic (default 1)
+//! time-limit   25           # seconds of workload (default 30)
+//! rate         50           # client ops per second (default 50)
+//! concurrency  4            # client processes (default 4)
+//! set          min.insync.replicas=1      # any `logjam run --set`, repeatable
+//! expect       lost                       # repeatable; all must hold
+//! 3   cut leader:0/followers:0
+//! 12  kill leader:0
+//! ```
+//!
+//! Expectations: `lost` (an acknowledged write was lost), `no-loss` (none was),
+//! `unclean-election` (a leader was elected from outside the ISR last seen), `unavailable`
+//! (a partition had no leader for a while), `refused` (a write was refused with
+//! NOT_ENOUGH_REPLICAS), `valid` / `invalid` (the checkers' verdict), `anomaly:<kind>` (the
+//! checkers report that kind, e.g. `anomaly:duplicate`).
+//!
+//! The exit code says whether the scenario showed what it expects: 0 yes, 1 no, 3 the harness
+//! failed. The run is stored like any other, with `scenario.json` beside its report.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use logjam_history::{HistoryReader, OpType, Process};
+use serde_json::{Value, json};
+
+use crate::cli::{RunArgs, ScenarioArgs};
+use crate::lab::NetworkMode;
+use crate::lab::sandbox::Privilege;
+use crate::run::{self, Label};
+use crate::timeline::{self, Step};
+
+/// The scenarios shipped with logjam: name and text.
+const SHIPPED: &[(&str, &str)] = &[
+    (
+        "unclean-election-loss",
+        include_str!("../scenarios/unclean-election-loss.scn"),
+    ),
+    (
+        "unclean-election-disabled",
+        include_str!("../scenarios/unclean-election-disabled.scn"),
+    ),
+    (
+        "unclean-election-min-isr-2",
+        include_str!("../scenarios/unclean-election-min-isr-2.scn"),
+    ),
+    ("power-loss", include_str!("../scenarios/power-loss.scn")),
+    (
+        "power-loss-flush-every-message",
+        include_str!("../scenarios/power-loss-flush-every-message.scn"),
+    ),
+    (
+        "leader-isolation-acks-1",
+        include_str!("../scenarios/leader-isolation-acks-1.scn"),
+    ),
+    (
+        "leader-isolation-acks-all",
+        include_str!("../scenarios/leader-isolation-acks-all.scn"),
+    ),
+    (
+        "canary-ack-before-replication",
+        include_str!("../scenarios/canary-ack-before-replication.scn"),
+    ),
+    (
+        "canary-hw-before-replication",
+        include_str!("../scenarios/canary-hw-before-replication.scn"),
+    ),
+    (
+        "canary-read-above-high-watermark",
+        include_str!("../scenarios/canary-read-above-high-watermark.scn"),
+    ),
+    (
+        "canary-skip-idempotent-dedupe",
+        include_str!("../scenarios/canary-skip-idempotent-dedupe.scn"),
+    ),
+    (
+        "canary-skip-follower-truncation",
+        include_str!("../scenarios/canary-skip-follower-truncation.scn"),
+    ),
+];
+
+/// What a scenario expects its run to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expectation {
+    /// The checkers report this anomaly kind (`anomaly:<kind>`, e.g. `anomaly:duplicate`).
+    Anomaly(String),
+    /// At least one acknowledged write lost.
+    Lost,
+    /// No acknowledged write lost.
+    NoLoss,
+    /// A leader elected from outside the last seen ISR.
+    UncleanElection,
+    /// A partition without a leader for a while.
+    Unavailable,
+    /// A write refused with NOT_ENOUGH_REPLICAS.
+    Refused,
+    /// The checkers' verdict is valid.
+    Valid,
+    /// The checkers' verdict is invalid.
+    Invalid,
+}
+
+impl Expectation {
+    fn parse(word: &str) -> Option<Expectation> {
+        if let Some(kind) = word.strip_prefix("anomaly:") {
+            return Some(Expectation::Anomaly(kind.to_owned()));
+        }
+        Some(match word {
+            "lost" => Expectation::Lost,
+            "no-loss" => Expectation::NoLoss,
+            "unclean-election" => Expectation::UncleanElection,
+            "unavailable" => Expectation::Unavailable,
+            "refused" => Expectation::Refused,
+            "valid" => Expectation::Valid,
+            "invalid" => Expectation::Invalid,
+            _ => return None,
+        })
+    }
+
+    fn name(&self) -> String {
+        let name = match self {
+            Expectation::Anomaly(kind) => return format!("anomaly:{kind}"),
+            Expectation::Lost => "lost",
+            Expectation::NoLoss => "no-loss",
+            Expectation::UncleanElection => "unclean-election",
+            Expectation::Unavailable => "unavailable",
+            Expectation::Refused => "refused",
+            Expectation::Valid => "valid",
+            Expectation::Invalid => "invalid",
+        };
+        name.to_owned()
+    }
+}
+
+/// A parsed scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Its name (the shipped name or the file's stem).
+    pub name: String,
+    /// One paragraph saying what it shows.
+    pub description: String,
+    nodes: usize,
+    controllers: usize,
+    keys: u32,
+    time_limit: u64,
+    rate: f64,
+    concurrency: u32,
+    settings: Vec<String>,
+    /// What the run must show.
+    pub expect: Vec<Expectation>,
+    steps: Vec<Step>,
+}
+
+/// Parses a scenario's text; `name` is used in messages.
+///
+/// # Errors
+/// A malformed directive or step; the message names the line.
+pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
+    let mut scenario = Scenario {
+        name: name.to_owned(),
+        description: String::new(),
+        nodes: 3,
+        controllers: 0,
+        keys: 1,
+        time_limit: 30,
+        rate: 50.0,
+        concurrency: 4,
+        settings: Vec::new(),
+        expect: Vec::new(),
+        steps: Vec::new(),
+    };
+    // Steps keep their line numbers: directive lines are blanked in the timeline text.
+    let mut timeline_text = String::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split('#').next().unwrap_or("").trim();
+        let is_step = content.starts_with(|c: char| c.is_ascii_digit());
+        if content.is_empty() || is_step {
+            timeline_text.push_str(content);
+            timeline_text.push('\n');
+            continue;
+        }
+        timeline_text.push('\n');
+        let (directive, value) = content
+            .split_once(char::is_whitespace)
+            .map_or((content, ""), |(d, v)| (d, v.trim()));
+        let number = |what: &str| -> anyhow::Result<u64> {
+            value.parse().with_context(|| {
+                format!("{name} line {line}: `{directive}` needs {what}, got `{value}`")
+            })
+        };
+        match directive {
+            "description" => scenario.description = value.to_owned(),
+            "nodes" => scenario.nodes = number("a node count")? as usize,
+            "controllers" => scenario.controllers = number("a controller count")? as usize,
+            "keys" => scenario.keys = number("a partition count")? as u32,
+            "time-limit" => scenario.time_limit = number("seconds")?,
+            "rate" => scenario.rate = number("operations per second")? as f64,
+            "concurrency" => scenario.concurrency = number("a client count")? as u32,
+            "set" => {
+                if !value.contains('=') {
+                    bail!("{name} line {line}: `set` needs key=value, got `{value}`");
+                }
+                scenario.settings.push(value.to_owned());
+            }
+            "expect" => scenario
+                .expect
+                .push(Expectation::parse(value).with_context(|| {
+                    format!(
+                        "{name} line {line}: unknown expectation `{value}` (lost, no-loss, \
+                     unclean-election, unavailable, refused, valid, invalid, anomaly:<kind>)"
+                    )
+                })?),
+            other => bail!(
+                "{name} line {line}: unknown directive `{other}` (description, nodes, \
+                 controllers, keys, time-limit, rate, concurrency, set, expect, or a step \
+                 starting with its time)"
+            ),
+        }
+    }
+    if scenario.expect.is_empty() {
+        bail!("{name}: a scenario needs at least one `expect` line");
+    }
+    scenario.steps = timeline::parse(&timeline_text, scenario.nodes)
+        .with_context(|| format!("in scenario {name}"))?;
+    Ok(scenario)
+}
+
+/// Finds a shipped scenario by name, or reads a file.
+///
+/// # Errors
+/// Neither a shipped name nor a readable, valid file.
+pub fn load(name_or_path: &str) -> anyhow::Result<Scenario> {
+    if let Some((name, text)) = SHIPPED.iter().find(|(name, _)| *name == name_or_path) {
+        return parse(name, text);
+    }
+    let path = Path::new(name_or_path);
+    if !path.is_file() {
+        bail!(
+            "`{name_or_path}` is neither a shipped scenario ({}) nor a file",
+            SHIPPED
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let name = path.file_stem().map_or_else(
+        || "scenario".to_owned(),
+        |stem| stem.to_string_lossy().into_owned(),
+    );
+    parse(&name, &text)
+}
+
+/// Runs `logjam scenario`.
+///
+/// # Errors
+/// The scenario cannot be loaded or the run fails as a harness.
+pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<u8> {
+    if args.list {
+        for (name, text) in SHIPPED {
+            let scenario = parse(name, text)?;
+            println!("{name}\n    {}\n", scenario.description);
+        }
+        return Ok(0);
+    }
+    let Some(which) = args.scenario.as_deref() else {
+        bail!("name a scenario or give --list");
+    };
+    let scenario = load(which)?;
+    let mut settings = scenario.settings.clone();
+    settings.extend(args.set.iter().cloned());
+    let run_args = RunArgs {
+        nodes: scenario.nodes,
+        controllers: scenario.controllers,
+        time_limit: scenario.time_limit,
+        rate: scenario.rate,
+        concurrency: scenario.concurrency,
+        keys: scenario.keys,
+        nemesis: "none".to_owned(),
+        nemesis_script: None,
+        nemesis_interval: 5,
+        seed: args.seed,
+        set: settings,
+        results_dir: args.results_dir.clone(),
+        network: NetworkMode::Namespaces,
+        node_binary: args.node_binary.clone(),
+    };
+    let mut replay = format!("logjam scenario {which} --seed {{seed}}");
+    for setting in &args.set {
+        replay.push_str(&format!(" --set {setting}"));
+    }
+    eprintln!(
+        "logjam: scenario {}: {}",
+        scenario.name, scenario.description
+    );
+    let label = Label {
+        name: format!("scenario-{}", scenario.name),
+        replay,
+    };
+    let (_, run_dir) = run::execute(
+        &run_args,
+        privilege,
+        Some(scenario.steps.clone()),
+        Some(label),
+    )?;
+    let judged = judge(&scenario, &run_dir)?;
+    std::fs::write(
+        run_dir.join("scenario.json"),
+        serde_json::to_string_pretty(&judged)?,
+    )?;
+    let shown = judged["shown"].as_bool().unwrap_or(false);
+    println!(
+        "scenario {}: expected {}: {}",
+        scenario.name,
+        scenario
+            .expect
+            .iter()
+            .map(Expectation::name)
+            .collect::<Vec<_>>()
+            .join(" + "),
+        if shown { "SHOWN" } else { "NOT SHOWN" }
+    );
+    for check in judged["checks"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {}: {}",
+            if check["holds"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "NO "
+            },
+            check["expect"].as_str().unwrap_or("?"),
+            check["evidence"].as_str().unwrap_or("")
+        );
+    }
+    Ok(if shown { 0 } else { 1 })
+}
+
+/// What a stored run showed, for judging expectations.
+#[derive(Debug, Default)]
+struct Evidence {
+    verdict: String,
+    kinds: Vec<String>,
+    lost: u64,
+    lost_detail: Vec<String>,
+    unclean: Vec<String>,
+    leaderless: Vec<String>,
+    refused: usize,
+}
+
+fn gather(run_dir: &Path) -> anyhow::Result<Evidence> {
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir.join("report.json")).context("no report.json")?,
+    )?;
+    let mut evidence = Evidence {
+        verdict: report["verdict"].as_str().unwrap_or("unknown").to_owned(),
+        lost: report["durability"]["lost"].as_u64().unwrap_or(0),
+        kinds: report["anomalies"]
+            .as_object()
+            .map(|anomalies| anomalies.keys().cloned().collect())
+            .unwrap_or_default(),
+        ..Evidence::default()
+    };
+    for partition in report["durability"]["partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let count = partition["lost_count"].as_u64().unwrap_or(0);
+        if count > 0 {
+            let ranges: Vec<String> = partition["offset_ranges"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|range| format!("{}..={}", range["first"], range["last"]))
+                .collect();
+            evidence.lost_detail.push(format!(
+                "(key {}: {count} at offsets {})",
+                partition["key"],
+                ranges.join(", ")
+            ));
+        }
+    }
+    let history = PathBuf::from(run_dir).join("history.jsonl");
+    for op in HistoryReader::open(&history)? {
+        let op = op?;
+        match (op.process, op.f.as_str()) {
+            (Process::Nemesis, "leader-change") => {
+                let value = serde_json::to_value(&op.value)?;
+                let when = format!("{:.1} s", op.time_ns as f64 / 1e9);
+                if value["unclean"].as_bool() == Some(true) {
+                    evidence.unclean.push(format!(
+                        "op {} at {when}: partition {} elected {} (epoch {}) outside the ISR {} \
+                         led by {}",
+                        op.index.0,
+                        value["partition"],
+                        value["leader"],
+                        value["epoch"],
+                        value["previous_isr"],
+                        value["previous_leader"]
+                    ));
+                }
+                if value["leader"].is_null() {
+                    evidence.leaderless.push(format!(
+                        "op {} at {when}: partition {} without a leader (ISR {})",
+                        op.index.0, value["partition"], value["isr"]
+                    ));
+                }
+            }
+            (Process::Client(_), "send")
+                if op.op_type != OpType::Ok
+                    && op.error.as_ref().is_some_and(|e| {
+                        // Kafka's name or the client's (error code 19).
+                        let text = e.to_string();
+                        text.contains("NOT_ENOUGH_REPLICAS") || text.contains("NotEnoughReplicas")
+                    }) =>
+            {
+                evidence.refused += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(evidence)
+}
+
+fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
+    let evidence = gather(run_dir)?;
+    let first = |list: &[String]| list.first().cloned().unwrap_or_default();
+    let checks: Vec<Value> = scenario
+        .expect
+        .iter()
+        .map(|expect| {
+            let (holds, said) = match expect {
+                Expectation::Anomaly(kind) => (
+                    evidence.kinds.contains(kind),
+                    format!("anomalies found: {}", evidence.kinds.join(", ")),
+                ),
+                Expectation::Lost => (
+                    evidence.lost > 0,
+                    format!(
+                        "{} acknowledged write(s) lost {}; elections outside the ISR: {}",
+                        evidence.lost,
+                        evidence.lost_detail.join("; "),
+                        if evidence.unclean.is_empty() {
+                            "none seen".to_owned()
+                        } else {
+                            evidence.unclean.join("; ")
+                        }
+                    ),
+                ),
+                Expectation::NoLoss => (
+                    evidence.lost == 0,
+                    format!("{} acknowledged write(s) lost", evidence.lost),
+                ),
+                Expectation::UncleanElection => (
+                    !evidence.unclean.is_empty(),
+                    format!(
+                        "{} unclean election(s) {}",
+                        evidence.unclean.len(),
+                        first(&evidence.unclean)
+                    ),
+                ),
+                Expectation::Unavailable => (
+                    !evidence.leaderless.is_empty(),
+                    format!(
+                        "{} leaderless observation(s) {}",
+                        evidence.leaderless.len(),
+                        first(&evidence.leaderless)
+                    ),
+                ),
+                Expectation::Refused => (
+                    evidence.refused > 0,
+                    format!(
+                        "{} send(s) refused with NOT_ENOUGH_REPLICAS",
+                        evidence.refused
+                    ),
+                ),
+                Expectation::Valid => (
+                    evidence.verdict == "valid",
+                    format!("verdict {}", evidence.verdict),
+                ),
+                Expectation::Invalid => (
+                    evidence.verdict == "invalid",
+                    format!("verdict {}", evidence.verdict),
+                ),
+            };
+            json!({"expect": expect.name(), "holds": holds, "evidence": said})
+        })
+        .collect();
+    let shown = checks.iter().all(|check| check["holds"] == json!(true));
+    Ok(json!({
+        "scenario": scenario.name,
+        "description": scenario.description,
+        "shown": shown,
+        "checks": checks,
+        "verdict": evidence.verdict,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        for (name, text) in SHIPPED {
+            let scenario = parse(name, text).unwrap();
+            assert!(!scenario.description.is_empty(), "{name} has a description");
+            assert!(!scenario.steps.is_empty(), "{name} has steps");
+            assert!(
+                scenario.time_limit <= 40,
+                "{name} fits in a minute with start and reads"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_line() {
+        for (text, expected) in [
+            ("expect lost\nnodes x\n1 kill", "line 2"),
+            ("expect lost\nfly away\n1 kill", "unknown directive `fly`"),
+            ("expect maybe\n1 kill", "unknown expectation"),
+            ("nodes 3\n1 kill", "at least one `expect`"),
+            ("expect lost\nset acks\n1 kill", "key=value"),
+            ("expect lost\n\n1 explode", "line 3"),
+        ] {
+            let error = format!("{:#}", parse("t", text).unwrap_err());
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}
