@@ -1,4 +1,5 @@
-//! Every fault kind in a short real run of `logjam run` on a 3-node namespace lab: the run
+//! Every fault kind in a short real run of `logjam run` on a 3-node namespace lab (5 nodes
+//! for the majorities ring): the run
 //! ends with a verdict, the history is well formed, and every fault appears with its undo on
 //! the same targets. And the disk fault is real: with Kafka's default flush settings a power
 //! loss of every node loses acknowledged writes that a kill -9 of every node keeps.
@@ -25,6 +26,10 @@ fn node_binary() -> PathBuf {
 }
 
 fn logjam_run(results: &Path, extra: &[&str]) -> Output {
+    logjam_run_on(3, results, extra)
+}
+
+fn logjam_run_on(nodes: usize, results: &Path, extra: &[&str]) -> Output {
     let _guard = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -34,7 +39,7 @@ fn logjam_run(results: &Path, extra: &[&str]) -> Output {
         .arg(results)
         .arg("--node-binary")
         .arg(node_binary())
-        .args(["--nodes", "3", "--seed", "11", "--rate", "100"])
+        .args(["--nodes", &nodes.to_string(), "--seed", "11", "--rate", "100"])
         .args(extra)
         .output()
         .expect("logjam runs")
@@ -61,8 +66,13 @@ fn targets(op: &Op) -> serde_json::Value {
 /// Runs `fault` for a short while and checks the history's nemesis ops: at least one fault
 /// injected, each undone on the same targets before the next and before the final reads.
 fn run_fault(fault: &str, undo: &str, expect_valid: bool) {
+    run_fault_on(3, fault, undo, expect_valid);
+}
+
+fn run_fault_on(nodes: usize, fault: &str, undo: &str, expect_valid: bool) {
     let results = tempfile::tempdir().unwrap();
-    let output = logjam_run(
+    let output = logjam_run_on(
+        nodes,
         results.path(),
         &[
             "--time-limit",
@@ -151,8 +161,16 @@ fn partitions_of_every_kind_are_healed() {
 }
 
 #[test]
+fn majorities_ring_on_five_nodes_is_healed() {
+    run_fault_on(5, "partition-majorities-ring", "heal", true);
+}
+
+#[test]
 fn corrupt_segments_are_recovered_by_restart() {
-    run_fault("corrupt", "restart", true);
+    // Not expected valid: with ELR off (Kafka 4.0's default) a damaged replica that is the
+    // last one standing in the ISR is elected and its lost tail is lost for good (see the
+    // node's tests/unclean_shutdown.rs), which is Kafka's documented behaviour.
+    run_fault("corrupt", "restart", false);
 }
 
 #[test]

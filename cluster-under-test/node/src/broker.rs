@@ -248,6 +248,8 @@ pub struct Partition {
     appends: watch::Sender<u64>,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
+    /// The committed metadata image, for the ISR eligibility of followers (unfenced).
+    image: watch::Receiver<Arc<MetadataImage>>,
     /// Leader-side replication state.
     leader_state: Mutex<LeaderState>,
     /// Idempotent-producer state (kafka-semantics.md §2), kept in step with the log: only
@@ -415,6 +417,9 @@ impl Partition {
         }
         let now = now_ms();
         let maximal = Partition::maximal_isr(&state, &leader);
+        // `isReplicaIsrEligible`: a fenced follower (crashed, or shutting down) no longer
+        // holds the high watermark back, however recently it was caught up.
+        let image = Arc::clone(&self.image.borrow());
         let mut log = self.lock();
         let log_end = log.log_end_offset();
         // CANARY(hw-before-replication): the high watermark jumps to the leader's own log end,
@@ -441,6 +446,7 @@ impl Partition {
                     log_end_offset: follower.log_end_offset,
                     in_maximal_isr,
                     caught_up_and_eligible: !in_maximal_isr
+                        && image.is_unfenced(*id)
                         && follower.log_end_offset >= Offset(0)
                         && follower.is_caught_up(log_end, now, self.replica_lag_time_max_ms),
                 }
@@ -911,6 +917,9 @@ impl Broker {
         let cluster_id = load_or_create_meta_properties(&data_dir, config.node_id)?;
         let logs = LogManager::open(&data_dir, broker_log_config(&config, &BTreeMap::new()))
             .map_err(|error| StartError::Storage(error.to_string()))?;
+        // KIP-966: the epoch a clean shutdown left in the marker (which `open` has deleted, so
+        // a crash from here on is detected), or -1 after a crash.
+        let previous_broker_epoch = logs.clean_shutdown_broker_epoch().unwrap_or(-1);
         let settings = QuorumSettings {
             node_id: logjam_raft::NodeId(config.node_id as u32),
             raft: config.quorum_config(),
@@ -940,6 +949,7 @@ impl Broker {
                 host: config.advertised_host.clone(),
                 port: config.advertised_port,
                 heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
+                previous_broker_epoch,
             }),
             max_idle_interval_ms: config
                 .raw
@@ -1209,6 +1219,7 @@ impl Broker {
             min_insync_replicas,
             appends: self.appends.clone(),
             replica_lag_time_max_ms: self.replica_lag_time_max_ms(),
+            image: self.quorum.subscribe_image(),
             leader_state: Mutex::new(LeaderState::default()),
             producers: Mutex::new(producers),
             canaries: self.config.canaries,
@@ -1342,8 +1353,9 @@ impl Broker {
     }
 
     /// Clean shutdown: controlled shutdown with the controller (leaderships move away), stop
-    /// the metadata quorum, flush everything, checkpoint, and leave the
-    /// clean-shutdown marker so the next start skips recovery.
+    /// the metadata quorum, flush everything, checkpoint, and leave the clean-shutdown marker
+    /// holding this incarnation's broker epoch, so the next start skips recovery and its
+    /// registration proves the shutdown was clean (KIP-966).
     ///
     /// # Errors
     /// A storage error message.
@@ -1351,8 +1363,11 @@ impl Broker {
         if self.config.is_broker() && !self.quorum.controlled_shutdown(Duration::from_secs(5)) {
             tracing::warn!("controlled shutdown not confirmed by the controller; stopping anyway");
         }
+        let broker_epoch = self.quorum.status().broker_epoch.unwrap_or(-1);
         self.quorum.stop();
-        self.logs.shutdown().map_err(|error| error.to_string())
+        self.logs
+            .shutdown_with_broker_epoch(broker_epoch)
+            .map_err(|error| error.to_string())
     }
 }
 

@@ -1,8 +1,9 @@
 //! The KRaft controller and the metadata quorum shell.
 //!
 //! - `election.rs`: leader election order, ISR and ELR changes (pure, table-tested).
-//! - `control.rs` ([`QuorumController`]): registration, heartbeats and fencing, topic creation
-//!   and replica placement, AlterPartition validation (pure, unit-tested).
+//! - `control.rs` ([`QuorumController`]): registration (with KIP-966 unclean-shutdown
+//!   detection from `PreviousBrokerEpoch`), heartbeats and fencing, topic creation and replica
+//!   placement, AlterPartition validation (pure, unit-tested).
 //! - `entry_codec.rs`: Raft entries as Kafka record batches.
 //! - `metadata_log.rs` ([`MetadataLogStore`]): `__cluster_metadata-0` on disk, fsynced on every
 //!   append, the `quorum-state` file and snapshot checkpoints.

@@ -15,7 +15,8 @@
 //! ```text
 //! <log dir>/
 //!   recovery-point-offset-checkpoint   log-start-offset-checkpoint   replication-offset-checkpoint
-//!   .kafka_cleanshutdown               (only between a clean shutdown and the next open)
+//!   .kafka_cleanshutdown               {"version":0,"brokerEpoch":N}, only between a clean
+//!                                      shutdown and the next open
 //!   <topic>-<partition>/
 //!     00000000000000000000.log         whole record batches, as validated
 //!     00000000000000000000.index       sparse (relative offset u32, position u32) entries
@@ -35,7 +36,8 @@
 //! - [`batch`]: the v2 header: parse, validate (CRC-32C), rewrite offsets and epochs.
 //! - [`builder`]: encode v2 batches (control markers, tests, benchmarks).
 //! - [`epoch_cache`]: the leader-epoch cache and its checkpoint (KIP-101/279).
-//! - [`checkpoint`]: Kafka's text checkpoint format.
+//! - [`checkpoint`]: Kafka's text checkpoint format. [`clean_shutdown`]: the
+//!   `.kafka_cleanshutdown` content (the broker epoch, for KIP-966).
 //! - [`config`], [`error`], `ids` (offset and epoch newtypes), `topic_partition`, `durable`
 //!   (fsync helpers).
 //!
@@ -70,6 +72,7 @@
 pub mod batch;
 pub mod builder;
 pub mod checkpoint;
+pub mod clean_shutdown;
 pub mod config;
 mod durable;
 pub mod epoch_cache;

@@ -1,5 +1,5 @@
 //! `LogManager`: one log dir. Owns the partition directories in it, the three offset checkpoint
-//! files, and the `.kafka_cleanshutdown` marker; opens (recovering) every partition at start,
+//! files, and the `.kafka_cleanshutdown` marker (with the broker epoch it carries); opens (recovering) every partition at start,
 //! creates logs, drives the `log.flush.interval.ms` tick, and shuts down cleanly. Per-partition
 //! work happens in `log.rs`; each `Log` sits behind its own `std::sync::Mutex`.
 
@@ -13,6 +13,7 @@ use crate::checkpoint::{
     LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile, RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 };
+use crate::clean_shutdown;
 use crate::config::LogConfig;
 use crate::durable;
 use crate::error::{Error, Result};
@@ -21,8 +22,7 @@ use crate::log::{LoadCheckpoints, Log};
 use crate::recovery::RecoveryReport;
 use crate::topic_partition::TopicPartition;
 
-/// Name of the marker file a clean shutdown leaves in the log dir.
-pub const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+pub use crate::clean_shutdown::CLEAN_SHUTDOWN_MARKER;
 
 /// A log shared between the node's tasks. Lock it for short, non-async critical sections.
 pub type SharedLog = Arc<Mutex<Log>>;
@@ -40,6 +40,8 @@ pub struct LogManager {
     default_config: LogConfig,
     /// Whether the marker was present at open (the previous run shut down cleanly).
     had_clean_shutdown: bool,
+    /// The broker epoch the marker held, when it was present and readable.
+    clean_shutdown_broker_epoch: Option<i64>,
     /// The logs, by partition. A `RwLock` so lookups from many tasks do not contend.
     logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
     /// What loading each partition found; fixed after `open`.
@@ -65,6 +67,19 @@ impl LogManager {
         fs::create_dir_all(log_dir).map_err(Error::io("create dir", log_dir))?;
         let marker = log_dir.join(CLEAN_SHUTDOWN_MARKER);
         let had_clean_shutdown = marker.exists();
+        let clean_shutdown_broker_epoch = if had_clean_shutdown {
+            let bytes = fs::read(&marker).map_err(Error::io("read", &marker))?;
+            let epoch = clean_shutdown::decode(&bytes);
+            if epoch.is_none() {
+                tracing::warn!(
+                    marker = %marker.display(),
+                    "clean-shutdown marker holds no readable broker epoch"
+                );
+            }
+            epoch
+        } else {
+            None
+        };
         let recovery_point_checkpoint =
             OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT));
         let log_start_offset_checkpoint =
@@ -103,12 +118,14 @@ impl LogManager {
             log_dir = %log_dir.display(),
             partitions = logs.len(),
             had_clean_shutdown,
+            ?clean_shutdown_broker_epoch,
             "log manager opened"
         );
         Ok(LogManager {
             log_dir: log_dir.to_path_buf(),
             default_config,
             had_clean_shutdown,
+            clean_shutdown_broker_epoch,
             logs: RwLock::new(logs),
             recovery_reports,
             recovery_point_checkpoint,
@@ -131,6 +148,13 @@ impl LogManager {
     /// Whether the previous run left the clean-shutdown marker.
     pub fn had_clean_shutdown(&self) -> bool {
         self.had_clean_shutdown
+    }
+
+    /// The broker epoch the previous run's clean-shutdown marker held (Kafka's
+    /// `readBrokerEpochFromCleanShutdownFiles`): `None` after a crash, or when the marker was
+    /// unreadable. The broker sends it as `PreviousBrokerEpoch` (-1 for `None`).
+    pub fn clean_shutdown_broker_epoch(&self) -> Option<i64> {
+        self.clean_shutdown_broker_epoch
     }
 
     /// What loading each partition found at `open`.
@@ -244,21 +268,36 @@ impl LogManager {
         Ok(flushed)
     }
 
-    /// Clean shutdown: fsyncs every log, writes the checkpoints, then writes (and fsyncs) the
-    /// clean-shutdown marker so the next open skips full scans. Nothing may be appended after
-    /// this returns.
+    /// Clean shutdown with no broker epoch to record (-1): see
+    /// [`LogManager::shutdown_with_broker_epoch`].
     ///
     /// # Errors
     ///
     /// I/O errors; the marker is then not written, so the next start recovers.
     pub fn shutdown(&self) -> Result<()> {
+        self.shutdown_with_broker_epoch(-1)
+    }
+
+    /// Clean shutdown: fsyncs every log, writes the checkpoints, then writes (and fsyncs) the
+    /// clean-shutdown marker holding `broker_epoch`, so the next open skips full scans and the
+    /// next registration can prove this shutdown was clean. Nothing may be appended after this
+    /// returns.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors; the marker is then not written, so the next start recovers.
+    pub fn shutdown_with_broker_epoch(&self, broker_epoch: i64) -> Result<()> {
         for (_, log) in self.logs() {
             lock_log(&log).flush()?;
         }
         self.checkpoint()?;
         let marker = self.log_dir.join(CLEAN_SHUTDOWN_MARKER);
-        durable::replace_file(&marker, b"")?;
-        tracing::info!(log_dir = %self.log_dir.display(), "log manager shut down cleanly");
+        durable::replace_file(&marker, &clean_shutdown::encode(broker_epoch))?;
+        tracing::info!(
+            log_dir = %self.log_dir.display(),
+            broker_epoch,
+            "log manager shut down cleanly"
+        );
         Ok(())
     }
 }

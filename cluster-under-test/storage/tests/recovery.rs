@@ -7,6 +7,51 @@ mod common;
 use common::*;
 use logjam_storage::{Error, LeaderEpoch, LogConfig, LogManager, Offset, StopReason, lock_log};
 
+/// Goal: the clean-shutdown marker carries the broker epoch of the shutdown
+/// (`{"version":0,"brokerEpoch":N}`, as Kafka writes it) to the next open, which reads it and
+/// removes the marker, so a crash after that open is not mistaken for a clean shutdown; an
+/// empty marker (older builds) still means clean, with no epoch.
+#[test]
+fn clean_shutdown_marker_carries_the_broker_epoch_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(4096, 512);
+    let marker = dir.path().join(".kafka_cleanshutdown");
+    {
+        let (manager, log) = open(dir.path(), &config);
+        append_batches(&log, 0, 10, 1, 30, 1);
+        assert_eq!(manager.clean_shutdown_broker_epoch(), None, "first open");
+        manager.shutdown_with_broker_epoch(4711).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        r#"{"version":0,"brokerEpoch":4711}"#
+    );
+    {
+        let (manager, _log) = open(dir.path(), &config);
+        assert!(manager.had_clean_shutdown());
+        assert_eq!(manager.clean_shutdown_broker_epoch(), Some(4711));
+        assert!(!marker.exists(), "marker removed at open");
+        // Crash: no shutdown.
+    }
+    {
+        let (manager, _log) = open(dir.path(), &config);
+        assert!(!manager.had_clean_shutdown());
+        assert_eq!(manager.clean_shutdown_broker_epoch(), None, "after a crash");
+        manager.shutdown().unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        r#"{"version":0,"brokerEpoch":-1}"#
+    );
+    std::fs::write(&marker, b"").unwrap();
+    let (manager, _log) = open(dir.path(), &config);
+    assert!(
+        manager.had_clean_shutdown(),
+        "an empty marker is still clean"
+    );
+    assert_eq!(manager.clean_shutdown_broker_epoch(), None);
+}
+
 /// Goal: a clean shutdown and restart keeps every batch, skips full scans, and restores the
 /// log start offset, high watermark and recovery point.
 #[test]

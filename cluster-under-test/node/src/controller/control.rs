@@ -26,7 +26,9 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::broker::{CreateTopicError, MAX_PARTITIONS_PER_TOPIC};
-use crate::controller::election::{ElectionPolicy, build_change, isr_without_fenced};
+use crate::controller::election::{
+    ElectionPolicy, build_change, build_change_after_unclean_shutdown, isr_without_fenced,
+};
 use crate::metadata::{
     BrokerEpoch, BrokerId, LeaderRecoveryState, MetadataImage, MetadataRecord,
     PartitionChangeRecord, PartitionRecord, PartitionState,
@@ -117,6 +119,15 @@ impl QuorumController {
 
     /// BrokerRegistration. `next_offset` is the metadata log's next write offset, which becomes
     /// the broker epoch.
+    ///
+    /// A new incarnation of a known broker replaces the old one, which leaves ISRs and
+    /// leaderships as on fencing. KIP-966 (`ClusterControlManager.registerBroker`,
+    /// `ReplicationControlManager.handleBrokerShutdown`): the shutdown was clean only if
+    /// `PreviousBrokerEpoch` equals the epoch the broker was registered with (the broker wrote
+    /// it to `.kafka_cleanshutdown`). After an unclean one, with ELR enabled, the broker also
+    /// leaves every ELR and leaves the ISR even as its last member, since it may have lost
+    /// records it acknowledged; with ELR off it is handled as a fencing, where the last ISR
+    /// member stays (the ISR is never empty without ELR), exactly as Kafka 4 does.
     pub fn register_broker(
         &mut self,
         request: &BrokerRegistrationRequest,
@@ -158,11 +169,37 @@ impl QuorumController {
             port: listener.port,
             rack: request.rack.as_ref().map(ToString::to_string),
         }];
-        // The old incarnation (if any) is gone: it leaves ISRs and leaderships as on fencing.
-        if self.image.brokers.contains_key(&broker_id) {
+        if let Some(registered_epoch) = self.image.brokers.get(&broker_id).map(|b| b.broker_epoch) {
+            let previous_broker_epoch = request.previous_broker_epoch;
+            let clean = previous_broker_epoch == registered_epoch.0;
             let mut scratch = self.image.clone();
             scratch.apply(&records[0]);
-            records.extend(self.fence_changes(&scratch, broker_id));
+            let changes = if clean || !self.config.elr_enabled {
+                self.fence_changes(&scratch, broker_id)
+            } else {
+                self.unclean_shutdown_changes(&scratch, broker_id)
+            };
+            if clean {
+                tracing::info!(
+                    %broker_id,
+                    previous_broker_epoch,
+                    new_broker_epoch = broker_epoch.0,
+                    partitions = changes.len(),
+                    "broker re-registered after a clean shutdown"
+                );
+            } else {
+                tracing::info!(
+                    %broker_id,
+                    previous_broker_epoch,
+                    registered_broker_epoch = registered_epoch.0,
+                    new_broker_epoch = broker_epoch.0,
+                    partitions = changes.len(),
+                    elr_enabled = self.config.elr_enabled,
+                    "broker re-registered after an unclean shutdown; removed from ISRs{}",
+                    if self.config.elr_enabled { " and ELRs" } else { " (last members stay)" }
+                );
+            }
+            records.extend(changes);
         }
         self.last_contact_ms.insert(broker_id, now_ms);
         self.replay(&records);
@@ -273,6 +310,47 @@ impl QuorumController {
                 }
                 let target = isr_without_fenced(state, broker, policy.elr_enabled);
                 if let Some(change) = build_change(state, &target, &acceptable, policy) {
+                    records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                        topic_id: topic.id,
+                        partition: *index,
+                        ..change
+                    }));
+                }
+            }
+        }
+        records
+    }
+
+    /// Partition changes after `broker` re-registered following an unclean shutdown, with ELR
+    /// enabled (`handleBrokerUncleanShutdown`; `image` already holds the new, fenced
+    /// registration): it leaves every ISR, even as the last member, and every ELR; where it
+    /// led, a leader is elected among the others (clean candidates, ELR when the ISR is empty,
+    /// unclean only if enabled).
+    fn unclean_shutdown_changes(
+        &self,
+        image: &MetadataImage,
+        broker: BrokerId,
+    ) -> Vec<MetadataRecord> {
+        let acceptable = |b: BrokerId| image.is_unfenced(b);
+        let mut records = Vec::new();
+        for topic in image.topics.values() {
+            let policy = self.policy(&topic.configs);
+            for (index, state) in &topic.partitions {
+                if !state.isr.contains(&broker)
+                    && !state.elr.contains(&broker)
+                    && state.leader != broker
+                {
+                    continue;
+                }
+                let target: Vec<BrokerId> =
+                    state.isr.iter().copied().filter(|b| *b != broker).collect();
+                if let Some(change) = build_change_after_unclean_shutdown(
+                    state,
+                    &target,
+                    &acceptable,
+                    policy,
+                    &[broker],
+                ) {
                     records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
                         topic_id: topic.id,
                         partition: *index,
@@ -797,6 +875,10 @@ mod tests {
     }
 
     fn controller() -> QuorumController {
+        controller_with(false, 1)
+    }
+
+    fn controller_with(elr_enabled: bool, min_insync_replicas: i32) -> QuorumController {
         QuorumController::new(
             MetadataImage::new(),
             ControllerConfig {
@@ -804,19 +886,32 @@ mod tests {
                 session_timeout_ms: 9000,
                 num_partitions: 1,
                 default_replication_factor: 1,
-                min_insync_replicas: 1,
+                min_insync_replicas,
                 unclean_leader_election_enable: false,
-                elr_enabled: false,
+                elr_enabled,
             },
             0,
         )
     }
 
     fn register(controller: &mut QuorumController, id: i32, offset: u64, now: u64) -> i64 {
+        register_after(controller, id, -1, offset, now)
+    }
+
+    /// Registers a new incarnation of broker `id` claiming `previous` as its
+    /// `PreviousBrokerEpoch`.
+    fn register_after(
+        controller: &mut QuorumController,
+        id: i32,
+        previous: i64,
+        offset: u64,
+        now: u64,
+    ) -> i64 {
         use kafka_protocol::messages::broker_registration_request::Listener;
         let request = BrokerRegistrationRequest::default()
             .with_broker_id(kafka_protocol::messages::BrokerId(id))
             .with_cluster_id(StrBytes::from_static_str("c"))
+            .with_previous_broker_epoch(previous)
             .with_incarnation_id(Uuid::new_v4())
             .with_listeners(vec![
                 Listener::default()
@@ -940,6 +1035,145 @@ mod tests {
         assert!(
             c.heartbeat(&shutdown, 300).response.is_fenced,
             "never unfenced while shutting down"
+        );
+    }
+
+    /// The one partition of topic `t`.
+    fn only_partition(c: &QuorumController) -> PartitionState {
+        c.image().topics["t"].partitions[&0].clone()
+    }
+
+    /// KIP-966's "last replica standing" on one RF 3 partition with min ISR 2: broker 3 is
+    /// fenced, broker 2 shuts down cleanly (controlled), then the leader, broker 1, is fenced
+    /// as the last ISR member and re-registers, claiming `previous` (its registered epoch for
+    /// a clean shutdown, -1 after a crash), and heartbeats until unfenced. Returns the state
+    /// then, and broker 2's registered epoch.
+    fn last_replica_standing(elr: bool, clean: bool) -> (QuorumController, i64) {
+        let mut c = controller_with(elr, 2);
+        let e1 = register(&mut c, 1, 10, 0);
+        let e2 = register(&mut c, 2, 11, 0);
+        let e3 = register(&mut c, 3, 12, 0);
+        for (id, epoch) in [(1, e1), (2, e2), (3, e3)] {
+            assert!(!heartbeat(&mut c, id, epoch, 20, 100).is_fenced);
+        }
+        let decision = c.create_topics(&CreateTopicsRequest::default().with_topics(vec![
+            kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("t")))
+                .with_num_partitions(1)
+                .with_replication_factor(3),
+        ]));
+        assert_eq!(decision.response.topics[0].error_code, 0);
+        assert_eq!(only_partition(&c).leader, BrokerId(1));
+        heartbeat(&mut c, 1, e1, 30, 5000);
+        heartbeat(&mut c, 2, e2, 30, 5000);
+        c.expire_sessions(9500);
+        assert_eq!(only_partition(&c).isr, ids(&[1, 2]));
+        let shutdown = BrokerHeartbeatRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(2))
+            .with_broker_epoch(e2)
+            .with_current_metadata_offset(30)
+            .with_want_shut_down(true);
+        assert!(c.heartbeat(&shutdown, 9600).response.should_shut_down);
+        heartbeat(&mut c, 1, e1, 30, 9700);
+        let state = only_partition(&c);
+        assert_eq!(state.isr, ids(&[1]));
+        assert_eq!(state.elr, if elr { ids(&[2]) } else { vec![] });
+        c.expire_sessions(19_000);
+        let state = only_partition(&c);
+        assert_eq!(state.leader, BrokerId::NONE);
+        if elr {
+            assert_eq!((state.isr, state.elr), (vec![], ids(&[2, 1])));
+        } else {
+            assert_eq!(state.isr, ids(&[1]), "without ELR the last member stays");
+        }
+        let previous = if clean { e1 } else { -1 };
+        let new_e1 = register_after(&mut c, 1, previous, 100, 19_100);
+        assert!(!heartbeat(&mut c, 1, new_e1, 100, 19_200).is_fenced);
+        (c, e2)
+    }
+
+    #[test]
+    fn unclean_shutdown_with_elr_keeps_the_last_isr_member_from_leading() {
+        let (mut c, e2) = last_replica_standing(true, false);
+        let state = only_partition(&c);
+        assert_eq!(
+            state.leader,
+            BrokerId::NONE,
+            "the crashed broker is not elected"
+        );
+        assert_eq!(
+            (state.isr, state.elr),
+            (vec![], ids(&[2])),
+            "it left the ELR"
+        );
+        // Broker 2 comes back from its clean shutdown: still an ELR member, it is elected.
+        let new_e2 = register_after(&mut c, 2, e2, 200, 19_300);
+        assert_eq!(
+            only_partition(&c).elr,
+            ids(&[2]),
+            "a clean return keeps the ELR"
+        );
+        assert!(!heartbeat(&mut c, 2, new_e2, 200, 19_400).is_fenced);
+        let state = only_partition(&c);
+        assert_eq!((state.leader, state.isr), (BrokerId(2), ids(&[2])));
+    }
+
+    #[test]
+    fn clean_shutdown_with_elr_leaves_the_broker_electable() {
+        let (c, _) = last_replica_standing(true, true);
+        let state = only_partition(&c);
+        assert_eq!((state.leader, state.isr), (BrokerId(1), ids(&[1])));
+    }
+
+    #[test]
+    fn without_elr_an_unclean_shutdown_is_handled_as_a_fencing() {
+        // Kafka 4's `handleBrokerShutdown`: without ELR the ISR is never empty, so the last
+        // member stays, crashed or not, and is elected again once unfenced.
+        for clean in [false, true] {
+            let (c, _) = last_replica_standing(false, clean);
+            let state = only_partition(&c);
+            assert_eq!(
+                (state.leader, state.isr),
+                (BrokerId(1), ids(&[1])),
+                "clean: {clean}"
+            );
+        }
+    }
+
+    #[test]
+    fn unclean_reregistration_removes_the_broker_from_every_isr_and_moves_its_leaderships() {
+        let mut c = controller_with(true, 1);
+        let e1 = register(&mut c, 1, 10, 0);
+        let e2 = register(&mut c, 2, 11, 0);
+        for (id, epoch) in [(1, e1), (2, e2)] {
+            heartbeat(&mut c, id, epoch, 20, 100);
+        }
+        c.create_topics(&CreateTopicsRequest::default().with_topics(vec![
+            kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("t")))
+                .with_num_partitions(2)
+                .with_replication_factor(2),
+        ]));
+        let before: Vec<PartitionState> =
+            c.image().topics["t"].partitions.values().cloned().collect();
+        assert!(before.iter().all(|s| s.isr.len() == 2));
+        assert!(before.iter().any(|s| s.leader == BrokerId(1)));
+        // Broker 1 crashes and its session expires, so its next incarnation may register.
+        heartbeat(&mut c, 2, e2, 20, 5000);
+        let new_e1 = register_after(&mut c, 1, -1, 50, 9200);
+        for (before, after) in before.iter().zip(c.image().topics["t"].partitions.values()) {
+            assert_eq!(after.isr, ids(&[2]));
+            assert_eq!(after.leader, BrokerId(2));
+            let bumped = i32::from(before.leader == BrokerId(1));
+            assert_eq!(after.leader_epoch, before.leader_epoch + bumped);
+        }
+        // Caught up, it is unfenced but leads nothing until the leader adds it back.
+        assert!(!heartbeat(&mut c, 1, new_e1, 50, 9300).is_fenced);
+        assert!(
+            c.image().topics["t"]
+                .partitions
+                .values()
+                .all(|s| s.leader == BrokerId(2) && s.isr == ids(&[2]))
         );
     }
 

@@ -1,6 +1,7 @@
 //! Partition leadership and ISR decisions of the active controller, as pure functions: the
 //! election order of Kafka's `PartitionChangeBuilder` (kafka-semantics §1.7), ELR maintenance
-//! (§1.8) and the change a fencing produces (§5.5). Table-driven tests below.
+//! (§1.8), and the changes a fencing (§5.5) and an unclean-shutdown re-registration (§5.6)
+//! produce. Table-driven tests below.
 //!
 //! Order of [`build_change`]'s election (`electAnyLeader`):
 //! 1. keep the current leader if it is in the target ISR and acceptable;
@@ -35,6 +36,19 @@ pub fn build_change(
     acceptable: &dyn Fn(BrokerId) -> bool,
     policy: ElectionPolicy,
 ) -> Option<PartitionChangeRecord> {
+    build_change_after_unclean_shutdown(state, target_isr, acceptable, policy, &[])
+}
+
+/// [`build_change`] when `unclean` replicas just re-registered after an unclean shutdown
+/// (`PartitionChangeBuilder.setUncleanShutdownReplicas`): they may have lost committed records,
+/// so they are kept out of the new ELR (`targetElr = (ELR ∪ ISR) − targetIsr − unclean`).
+pub fn build_change_after_unclean_shutdown(
+    state: &PartitionState,
+    target_isr: &[BrokerId],
+    acceptable: &dyn Fn(BrokerId) -> bool,
+    policy: ElectionPolicy,
+    unclean: &[BrokerId],
+) -> Option<PartitionChangeRecord> {
     let mut isr: Vec<BrokerId> = target_isr.to_vec();
     let mut recovery = state.leader_recovery_state;
     // ELR maintenance (`maybePopulateTargetElr`).
@@ -44,7 +58,7 @@ pub fn build_change(
         } else {
             let mut elr: Vec<BrokerId> = Vec::new();
             for broker in state.elr.iter().chain(&state.isr) {
-                if !isr.contains(broker) && !elr.contains(broker) {
+                if !isr.contains(broker) && !elr.contains(broker) && !unclean.contains(broker) {
                     elr.push(*broker);
                 }
             }

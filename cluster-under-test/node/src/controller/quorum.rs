@@ -111,6 +111,9 @@ pub struct BrokerLifecycleSettings {
     pub port: u16,
     /// `broker.heartbeat.interval.ms`.
     pub heartbeat_interval_ms: u64,
+    /// `PreviousBrokerEpoch` for every registration of this process: the broker epoch the
+    /// clean-shutdown marker held, -1 when the last shutdown was not clean (KIP-966).
+    pub previous_broker_epoch: i64,
 }
 
 /// Why the quorum could not start.

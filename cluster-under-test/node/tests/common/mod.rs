@@ -228,9 +228,15 @@ impl NodeProcess {
 
     /// Kills and starts again on the same port and data.
     pub fn restart(&mut self) {
+        self.respawn();
+        self.wait_ready();
+    }
+
+    /// Kills (if still running) and starts again on the same port and data, without waiting
+    /// for it to serve: a broker opens its client listener only once registered and unfenced.
+    pub fn respawn(&mut self) {
         self.kill();
         self.child = spawn(&self.config_path, &self.dir);
-        self.wait_ready();
     }
 }
 

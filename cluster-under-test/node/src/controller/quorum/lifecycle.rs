@@ -13,7 +13,8 @@ pub(super) struct LifecycleHooks {
 }
 
 /// The broker's side of registration and heartbeats (Kafka's `BrokerLifecycleManager`):
-/// register with a fresh incarnation id, heartbeat every `broker.heartbeat.interval.ms`
+/// register with a fresh incarnation id and the previous incarnation's broker epoch when it
+/// shut down cleanly (`PreviousBrokerEpoch`, KIP-966), heartbeat every `broker.heartbeat.interval.ms`
 /// (more often while fenced, to be unfenced soon after catching up), re-register when the
 /// controller no longer knows this broker epoch.
 pub(super) async fn broker_lifecycle(
@@ -44,7 +45,7 @@ pub(super) async fn broker_lifecycle(
                         .with_host(StrBytes::from_string(broker.host.clone()))
                         .with_port(broker.port),
                 ])
-                .with_previous_broker_epoch(-1),
+                .with_previous_broker_epoch(broker.previous_broker_epoch),
         );
         let epoch = match forward(&settings, &commands, &leader_rx, request).await {
             Some(ResponseKind::BrokerRegistration(response)) if response.error_code == 0 => {
