@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::cli::{EXIT_HARNESS_FAILED, MatrixArgs, RunArgs};
 use crate::metrics::{self, RunOutcome};
+use crate::run::timestamp;
 
 /// The sweep when no `--set` is given.
 const DEFAULT_SWEEP: &[&str] = &[
@@ -660,31 +661,6 @@ pub(crate) fn clock_seed() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(1, |elapsed| elapsed.as_nanos() as u64)
-}
-
-/// UTC time as `2026-11-29T10:03:46Z`, or `20261129T100346Z` for directory names (the same
-/// format as `logjam run`'s directories).
-pub(crate) fn timestamp(time: SystemTime, compact: bool) -> String {
-    let secs = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    if compact {
-        format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}Z")
-    } else {
-        format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
-    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,8 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{EXIT_HARNESS_FAILED, NightlyArgs};
-use crate::matrix::{ChildRun, ChildSpec, clock_seed, point_link, timestamp};
+use crate::matrix::{ChildRun, ChildSpec, clock_seed, point_link};
+use crate::run::timestamp;
 
 /// Seconds a run needs beyond its time limit: start, recovery, final reads, check.
 const RUN_OVERHEAD_SECONDS: u64 = 30;

@@ -923,7 +923,7 @@ fn replay_command(args: &RunArgs, seed: u64) -> String {
 }
 
 /// UTC time as `2026-11-29T10:03:46Z`, or `20261129T100346Z` for directory names.
-fn timestamp(time: SystemTime, compact: bool) -> String {
+pub(crate) fn timestamp(time: SystemTime, compact: bool) -> String {
     let secs = time
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs()) as i64;

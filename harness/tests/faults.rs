@@ -6,40 +6,33 @@
 //!
 //! The runs take a lock: two 3-node clusters at once would starve each other on two cores.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use logjam_history::{HistoryReader, Op, OpType, Process};
-
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn node_binary() -> PathBuf {
-    let logjam = PathBuf::from(env!("CARGO_BIN_EXE_logjam"));
-    let node = logjam.with_file_name("logjam-node");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "logjam-node"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building logjam-node failed");
-    node
-}
 
 fn logjam_run(results: &Path, extra: &[&str]) -> Output {
     logjam_run_on(3, results, extra)
 }
 
 fn logjam_run_on(nodes: usize, results: &Path, extra: &[&str]) -> Output {
-    let _guard = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _guard = support::one_cluster_at_a_time();
     Command::new(env!("CARGO_BIN_EXE_logjam"))
         .arg("run")
         .arg("--results-dir")
         .arg(results)
         .arg("--node-binary")
-        .arg(node_binary())
-        .args(["--nodes", &nodes.to_string(), "--seed", "11", "--rate", "100"])
+        .arg(support::node_binary())
+        .args([
+            "--nodes",
+            &nodes.to_string(),
+            "--seed",
+            "11",
+            "--rate",
+            "100",
+        ])
         .args(extra)
         .output()
         .expect("logjam runs")
@@ -166,7 +159,7 @@ fn majorities_ring_on_five_nodes_is_healed() {
 }
 
 #[test]
-fn corrupt_segments_are_recovered_by_restart() {
+fn corrupt_is_undone_by_restart() {
     // Not expected valid: with ELR off (Kafka 4.0's default) a damaged replica that is the
     // last one standing in the ISR is elected and its lost tail is lost for good (see the
     // node's tests/unclean_shutdown.rs), which is Kafka's documented behaviour.

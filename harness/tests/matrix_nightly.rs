@@ -3,28 +3,12 @@
 //! bad suite file is a harness failure naming the bad key; an exhausted budget skips runs.
 //! The runs are tiny single-node clusters, so the whole file stays well under 90 s.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use serde_json::Value;
-
-/// The tests that start clusters take turns: two at once on two cores would only make each
-/// slower and their timings noisier.
-static CLUSTERS: Mutex<()> = Mutex::new(());
-
-/// Builds `logjam-node` (the harness never links it) and returns its path.
-fn node_binary() -> PathBuf {
-    let logjam = PathBuf::from(env!("CARGO_BIN_EXE_logjam"));
-    let node = logjam.with_file_name("logjam-node");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "logjam-node"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building logjam-node failed");
-    assert!(node.is_file(), "{} missing after the build", node.display());
-    node
-}
 
 fn logjam(args: &[&str], results: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_logjam"))
@@ -32,7 +16,7 @@ fn logjam(args: &[&str], results: &Path) -> Output {
         .arg("--results-dir")
         .arg(results)
         .arg("--node-binary")
-        .arg(node_binary())
+        .arg(support::node_binary())
         .output()
         .expect("logjam runs")
 }
@@ -60,9 +44,7 @@ fn smoke_suite() -> PathBuf {
 /// every run ended with a verdict, so the matrix exits 0.
 #[test]
 fn a_two_cell_matrix_stores_its_table() {
-    let _turn = CLUSTERS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = support::one_cluster_at_a_time();
     let results = tempfile::tempdir().unwrap();
     let output = logjam(
         &[
@@ -114,9 +96,7 @@ fn a_two_cell_matrix_stores_its_table() {
 /// runs with their verdicts, exit 0 because both runs are valid.
 #[test]
 fn the_smoke_suite_writes_junit_and_an_index() {
-    let _turn = CLUSTERS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _turn = support::one_cluster_at_a_time();
     let results = tempfile::tempdir().unwrap();
     let suite = smoke_suite();
     let output = logjam(&["nightly", suite.to_str().unwrap()], results.path());

@@ -2,24 +2,13 @@
 //! against a real node process stores a complete, well-formed run whose every fault has its
 //! undo, and gets a verdict; Ctrl-C leaves no node process behind.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use logjam_history::{Function, HistoryReader, Op, Process};
-
-/// Builds `logjam-node` (the harness never links it) and returns its path.
-fn node_binary() -> PathBuf {
-    let logjam = PathBuf::from(env!("CARGO_BIN_EXE_logjam"));
-    let node = logjam.with_file_name("logjam-node");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "logjam-node"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building logjam-node failed");
-    assert!(node.is_file(), "{} missing after the build", node.display());
-    node
-}
 
 fn logjam_run(results: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_logjam"));
@@ -28,7 +17,7 @@ fn logjam_run(results: &Path, extra: &[&str]) -> Command {
         .arg("--results-dir")
         .arg(results)
         .arg("--node-binary")
-        .arg(node_binary())
+        .arg(support::node_binary())
         .args([
             "--nodes",
             "1",
@@ -244,7 +233,7 @@ fn nodes_left_by_a_killed_harness_are_removed_at_the_next_start() {
         .arg("-c")
         .arg(format!(
             "setsid {} --config {} >/dev/null 2>&1 &",
-            node_binary().display(),
+            support::node_binary().display(),
             orphan_dir.join("server.properties").display()
         ))
         .status()
@@ -284,7 +273,7 @@ fn cluster_up_serves_real_clients_until_ctrl_c() {
         .args(["cluster", "up", "--dir"])
         .arg(dir.path())
         .arg("--node-binary")
-        .arg(node_binary())
+        .arg(support::node_binary())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

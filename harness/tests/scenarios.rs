@@ -5,21 +5,9 @@
 //!
 //! The runs take a lock: two clusters at once would starve each other on two cores.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::Command;
-use std::sync::Mutex;
-
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn node_binary() -> PathBuf {
-    let node = PathBuf::from(env!("CARGO_BIN_EXE_logjam")).with_file_name("logjam-node");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "logjam-node"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building logjam-node failed");
-    node
-}
 
 /// Runs a shipped scenario and returns its scenario.json, asserting the outcome was shown.
 fn shows(name: &str) -> serde_json::Value {
@@ -48,15 +36,13 @@ fn twin_without_canary_lacks(name: &str, anomaly: &str) {
 }
 
 fn scenario(name: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let _guard = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _guard = support::one_cluster_at_a_time();
     let results = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_logjam"))
         .args(["scenario", name, "--seed", "1", "--results-dir"])
         .arg(results.path())
         .arg("--node-binary")
-        .arg(node_binary())
+        .arg(support::node_binary())
         .args(extra)
         .output()
         .unwrap();

@@ -1,0 +1,30 @@
+//! What the harness's end-to-end tests share: the node binary they run (the harness never
+//! links the node, so the tests build it), and a lock so that one test binary runs one
+//! cluster at a time (two clusters at once starve each other on two cores).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Builds `logjam-node` and returns its path (beside the `logjam` binary under test).
+pub fn node_binary() -> PathBuf {
+    let node = PathBuf::from(env!("CARGO_BIN_EXE_logjam")).with_file_name("logjam-node");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "logjam-node"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building logjam-node failed");
+    assert!(node.is_file(), "{} missing after the build", node.display());
+    node
+}
+
+/// Held while a test runs a cluster.
+pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
