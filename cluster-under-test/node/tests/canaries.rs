@@ -12,18 +12,16 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    NodeProcess, batch, connect, exchange, free_port, metadata, producer_batch, wait_until,
+use common::controller_and_brokers::ControllerAndBrokers;
+use common::partition::{
+    create_topic, fetch, partition_state, produce_batch, produce_records, wait_for_isr,
 };
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use common::{NodeProcess, connect, exchange, free_port, producer_batch, wait_until};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use logjam_storage::{LoadCheckpoints, Log, LogConfig, Offset, TopicPartition};
 
@@ -32,208 +30,16 @@ const REQUEST_TIMED_OUT: i16 = 7;
 /// Records as `(offset, value)`.
 type Records = Vec<(i64, String)>;
 
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_owned()))
-}
-
-/// Prints the tail of each node's log when a test fails.
-struct LogsOnPanic(Vec<PathBuf>);
-
-impl LogsOnPanic {
-    fn for_root(root: &Path) -> LogsOnPanic {
-        LogsOnPanic((1..=4).map(|id| root.join(format!("node{id}"))).collect())
-    }
-}
-
-impl Drop for LogsOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for dir in &self.0 {
-                let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-                eprintln!("==== {} ====\n{tail}", dir.display());
-            }
-        }
-    }
-}
-
-/// A controller-only node (id 1) and three broker-only nodes (ids 2, 3, 4), so that brokers
-/// can be paused or killed without losing the metadata quorum. `brokers[i]` has node id
-/// `i + 2`.
-fn controller_and_brokers(
-    root: &Path,
-    controller_extra: &str,
-    broker_extra: &str,
-) -> (NodeProcess, Vec<NodeProcess>) {
-    let controller_port = free_port();
-    let voters = format!("1@127.0.0.1:{controller_port}");
-    for id in 1..=4 {
-        let data = root.join(format!("node{id}/data"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::write(
-            data.join("meta.properties"),
-            format!("version=1\ncluster.id=logjam-canaries\nnode.id={id}\n"),
-        )
-        .unwrap();
-    }
-    let controller = NodeProcess::start_with_config(
-        &root.join("node1"),
-        &format!(
-            "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n\
-             controller.quorum.voters={voters}\nlog.dirs={}\n{controller_extra}\n",
-            root.join("node1/data").display()
-        ),
-        format!("127.0.0.1:{controller_port}").parse().unwrap(),
-    );
-    let brokers: Vec<NodeProcess> = (2..=4)
-        .map(|id| {
-            let port = free_port();
-            let dir = root.join(format!("node{id}"));
-            NodeProcess::start_with_config(
-                &dir,
-                &format!(
-                    "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                     controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
-                     log.dirs={}\nbroker.heartbeat.interval.ms=500\n{broker_extra}\n",
-                    dir.join("data").display()
-                ),
-                format!("127.0.0.1:{port}").parse().unwrap(),
-            )
-        })
-        .collect();
-    wait_until(
-        "three brokers are unfenced",
-        Duration::from_secs(30),
-        || metadata(brokers[0].address).is_some_and(|m| m.brokers.len() == 3),
-    );
-    (controller, brokers)
-}
-
-/// Creates a one-partition topic with replication factor 3 and `min.insync.replicas=1`.
-fn create_topic(address: SocketAddr, name: &str) {
-    let mut stream = connect(address);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(20_000)
-        .with_topics(vec![
-            CreatableTopic::default()
-                .with_name(topic_name(name))
-                .with_num_partitions(1)
-                .with_replication_factor(3)
-                .with_configs(vec![
-                    CreatableTopicConfig::default()
-                        .with_name(StrBytes::from_static_str("min.insync.replicas"))
-                        .with_value(Some(StrBytes::from_static_str("1"))),
-                ]),
-        ]);
-    let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
-    assert_eq!(response.topics[0].error_code, 0, "topic {name} created");
-}
-
-/// `(leader, sorted isr)` of partition 0 of `topic` as `address` sees it.
-fn partition_state(address: SocketAddr, topic: &str) -> Option<(i32, Vec<i32>)> {
-    let metadata = metadata(address)?;
-    let topic = metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
-    let partition = topic.partitions.first()?;
-    let mut isr: Vec<i32> = partition.isr_nodes.iter().map(|b| b.0).collect();
-    isr.sort_unstable();
-    Some((partition.leader_id.0, isr))
-}
-
-/// Waits until the ISR of `topic` is `isr` (sorted) with a leader; returns the leader's id.
-fn wait_for_isr(address: SocketAddr, topic: &str, isr: &[i32], within: Duration) -> i32 {
-    let mut leader = -1;
-    wait_until(&format!("ISR of {topic} is {isr:?}"), within, || {
-        partition_state(address, topic).is_some_and(|(l, current)| {
-            leader = l;
-            current == isr && l >= 0
-        })
-    });
-    leader
-}
-
-/// Sends a signal to a node process (`STOP` pauses it, `CONT` resumes it).
-fn signal(node: &NodeProcess, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(node.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// Produces `values` as one batch to partition 0; the base offset or the error code.
-fn produce(
-    address: SocketAddr,
-    topic: &str,
-    values: &[&[u8]],
-    acks: i16,
-    timeout_ms: i32,
-) -> Result<i64, i16> {
-    produce_records(address, topic, batch(values), acks, timeout_ms)
-}
-
-fn produce_records(
-    address: SocketAddr,
-    topic: &str,
-    records: bytes::Bytes,
-    acks: i16,
-    timeout_ms: i32,
-) -> Result<i64, i16> {
-    let mut stream = connect(address);
-    let request = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(topic_name(topic))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records)),
-                ]),
-        ]);
-    let response: ProduceResponse = exchange(&mut stream, ApiKey::Produce, 9, &request);
-    let partition = &response.responses[0].partition_responses[0];
-    if partition.error_code == 0 {
-        Ok(partition.base_offset)
-    } else {
-        Err(partition.error_code)
-    }
-}
-
 /// One consumer fetch (replica id -1) of partition 0 from `offset`: the high watermark the
 /// leader reports and the records returned, as `(offset, value)`.
 fn consumer_fetch(address: SocketAddr, topic: &str, offset: i64) -> (i64, Records) {
-    let mut stream = connect(address);
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_min_bytes(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![
-            FetchTopic::default()
-                .with_topic(topic_name(topic))
-                .with_partitions(vec![
-                    FetchPartition::default()
-                        .with_partition(0)
-                        .with_fetch_offset(offset)
-                        .with_partition_max_bytes(1 << 20),
-                ]),
-        ]);
-    let response: FetchResponse = exchange(&mut stream, ApiKey::Fetch, 12, &request);
-    let data = &response.responses[0].partitions[0];
-    assert_eq!(data.error_code, 0, "fetch from {address}");
-    let mut records = data.records.clone().unwrap_or_default();
+    let (high_watermark, mut records) = fetch(&mut connect(address), topic, offset, 1 << 20);
     let values = if records.is_empty() {
         Vec::new()
     } else {
         decode(&mut records)
     };
-    (data.high_watermark, values)
+    (high_watermark, values)
 }
 
 fn decode(records: &mut bytes::Bytes) -> Records {
@@ -246,6 +52,30 @@ fn decode(records: &mut bytes::Bytes) -> Records {
             (record.offset, String::from_utf8_lossy(&value).into_owned())
         })
         .collect()
+}
+
+/// A controller-only node and three brokers with `canaries` on and a broker session of
+/// `session_timeout_ms` (followers never leave the ISR for lagging: `replica.lag.time.max.ms`
+/// is 30 s), and `topic`: one partition, RF 3, `min.insync.replicas=1`, its ISR full. Returns
+/// the cluster (`brokers[i]` has node id `i + 2`) and the partition leader's node id.
+fn cluster_with_topic(
+    root: &Path,
+    canaries: &str,
+    session_timeout_ms: u32,
+    topic: &str,
+) -> (ControllerAndBrokers, i32) {
+    let cluster = ControllerAndBrokers::start(
+        root,
+        "logjam-canaries",
+        3,
+        &format!("broker.session.timeout.ms={session_timeout_ms}"),
+        &format!("replica.lag.time.max.ms=30000\nlogjam.canaries={canaries}"),
+    );
+    cluster.wait_until_brokers_unfenced();
+    let any = cluster.brokers[0].address;
+    create_topic(any, topic, 1, 3, &[("min.insync.replicas", "1")]);
+    let leader = wait_for_isr(any, topic, &[2, 3, 4], Duration::from_secs(30));
+    (cluster, leader)
 }
 
 /// What the paused-followers scenario observed on the leader.
@@ -269,23 +99,12 @@ struct Observed {
 /// leader's log end is 3; only offset 0 is replicated.
 fn with_followers_paused(canaries: &str) -> Observed {
     let root = tempfile::tempdir().unwrap();
-    let _logs = LogsOnPanic::for_root(root.path());
-    let (_controller, brokers) = controller_and_brokers(
-        root.path(),
-        "broker.session.timeout.ms=30000",
-        &format!("replica.lag.time.max.ms=30000\nlogjam.canaries={canaries}"),
-    );
     let topic = "paused";
-    create_topic(brokers[0].address, topic);
-    let leader_id = wait_for_isr(
-        brokers[0].address,
-        topic,
-        &[2, 3, 4],
-        Duration::from_secs(30),
-    );
+    let (cluster, leader_id) = cluster_with_topic(root.path(), canaries, 30000, topic);
+    let brokers = &cluster.brokers;
     let leader = &brokers[(leader_id - 2) as usize];
     assert_eq!(
-        produce(leader.address, topic, &[b"committed"], -1, 5000),
+        produce_batch(leader.address, topic, &[b"committed"], -1, 5000),
         Ok(0)
     );
     // Both followers have fetched offset 0 once the high watermark covers it.
@@ -297,17 +116,20 @@ fn with_followers_paused(canaries: &str) -> Observed {
         .filter(|b| b.address != leader.address)
         .collect();
     for follower in &followers {
-        signal(follower, "STOP");
+        follower.pause();
     }
-    assert_eq!(produce(leader.address, topic, &[b"acks-1"], 1, 5000), Ok(1));
+    assert_eq!(
+        produce_batch(leader.address, topic, &[b"acks-1"], 1, 5000),
+        Ok(1)
+    );
     let started = Instant::now();
-    let acks_all = produce(leader.address, topic, &[b"acks-all"], -1, 1500);
+    let acks_all = produce_batch(leader.address, topic, &[b"acks-all"], -1, 1500);
     let acks_all_took = started.elapsed();
     let (high_watermark, _) = consumer_fetch(leader.address, topic, 0);
     let (_, read_from_1) = consumer_fetch(leader.address, topic, 1);
     let (_, isr) = partition_state(leader.address, topic).expect("metadata from the leader");
     for follower in &followers {
-        signal(follower, "CONT");
+        follower.resume();
     }
     Observed {
         acks_all,
@@ -322,6 +144,28 @@ fn values(read: &[(i64, String)]) -> Vec<(i64, &str)> {
     read.iter().map(|(o, v)| (*o, v.as_str())).collect()
 }
 
+impl Observed {
+    /// acks=all was acknowledged (offset 2) at once, without waiting for the paused followers.
+    fn assert_acks_all_acknowledged_at_once(&self) {
+        assert_eq!(self.acks_all, Ok(2), "{self:?}");
+        assert!(self.acks_all_took < Duration::from_millis(1000), "{self:?}");
+    }
+
+    /// Consumers see the high watermark at the replicated prefix (1) and nothing above it.
+    fn assert_only_the_replicated_record_is_visible(&self) {
+        assert_eq!(self.high_watermark, 1, "{self:?}");
+        assert!(self.read_from_1.is_empty(), "{self:?}");
+    }
+
+    /// A consumer fetch from offset 1 returns both unreplicated records.
+    fn assert_unreplicated_records_are_read(&self) {
+        assert_eq!(
+            values(&self.read_from_1),
+            vec![(1, "acks-1"), (2, "acks-all")]
+        );
+    }
+}
+
 /// Without canaries: acks=all waits for the paused ISR members and times out, the high
 /// watermark stays at the replicated prefix, and consumers read nothing above it.
 #[test]
@@ -333,8 +177,7 @@ fn with_followers_paused_and_no_canary_nothing_unreplicated_is_acked_or_visible(
         observed.acks_all_took >= Duration::from_millis(1400),
         "{observed:?}"
     );
-    assert_eq!(observed.high_watermark, 1, "{observed:?}");
-    assert!(observed.read_from_1.is_empty(), "{observed:?}");
+    observed.assert_only_the_replicated_record_is_visible();
 }
 
 /// `hw-before-replication`: the high watermark is the leader's log end (3) although only
@@ -345,15 +188,8 @@ fn canary_hw_before_replication_exposes_unreplicated_records() {
     let observed = with_followers_paused("hw-before-replication");
     assert_eq!(observed.isr, vec![2, 3, 4], "{observed:?}");
     assert_eq!(observed.high_watermark, 3, "{observed:?}");
-    assert_eq!(
-        values(&observed.read_from_1),
-        vec![(1, "acks-1"), (2, "acks-all")]
-    );
-    assert_eq!(observed.acks_all, Ok(2), "{observed:?}");
-    assert!(
-        observed.acks_all_took < Duration::from_millis(1000),
-        "{observed:?}"
-    );
+    observed.assert_unreplicated_records_are_read();
+    observed.assert_acks_all_acknowledged_at_once();
 }
 
 /// `ack-before-replication`: acks=all is acknowledged at once although no follower has the
@@ -362,13 +198,8 @@ fn canary_hw_before_replication_exposes_unreplicated_records() {
 fn canary_ack_before_replication_acknowledges_unreplicated_records() {
     let observed = with_followers_paused("ack-before-replication");
     assert_eq!(observed.isr, vec![2, 3, 4], "{observed:?}");
-    assert_eq!(observed.acks_all, Ok(2), "{observed:?}");
-    assert!(
-        observed.acks_all_took < Duration::from_millis(1000),
-        "{observed:?}"
-    );
-    assert_eq!(observed.high_watermark, 1, "{observed:?}");
-    assert!(observed.read_from_1.is_empty(), "{observed:?}");
+    observed.assert_acks_all_acknowledged_at_once();
+    observed.assert_only_the_replicated_record_is_visible();
 }
 
 /// `read-above-high-watermark`: the high watermark stays at 1 and acks=all still times out,
@@ -378,10 +209,7 @@ fn canary_read_above_high_watermark_serves_uncommitted_records() {
     let observed = with_followers_paused("read-above-high-watermark");
     assert_eq!(observed.isr, vec![2, 3, 4], "{observed:?}");
     assert_eq!(observed.high_watermark, 1, "{observed:?}");
-    assert_eq!(
-        values(&observed.read_from_1),
-        vec![(1, "acks-1"), (2, "acks-all")]
-    );
+    observed.assert_unreplicated_records_are_read();
     assert_eq!(observed.acks_all, Err(REQUEST_TIMED_OUT), "{observed:?}");
 }
 
@@ -419,23 +247,12 @@ fn log_on_disk(node: &NodeProcess, topic: &str) -> Records {
 /// the old leader's log (read from disk after killing it) and the new leader's.
 fn diverged_follower(canaries: &str) -> (Records, Records) {
     let root = tempfile::tempdir().unwrap();
-    let _logs = LogsOnPanic::for_root(root.path());
-    let (_controller, mut brokers) = controller_and_brokers(
-        root.path(),
-        "broker.session.timeout.ms=4000",
-        &format!("replica.lag.time.max.ms=30000\nlogjam.canaries={canaries}"),
-    );
     let topic = "diverge";
-    create_topic(brokers[0].address, topic);
-    let old_id = wait_for_isr(
-        brokers[0].address,
-        topic,
-        &[2, 3, 4],
-        Duration::from_secs(30),
-    );
+    let (mut cluster, old_id) = cluster_with_topic(root.path(), canaries, 4000, topic);
+    let brokers = &mut cluster.brokers;
     let old = (old_id - 2) as usize;
     assert_eq!(
-        produce(
+        produce_batch(
             brokers[old].address,
             topic,
             &[b"common-0", b"common-1", b"common-2"],
@@ -446,7 +263,7 @@ fn diverged_follower(canaries: &str) -> (Records, Records) {
     );
     let followers: Vec<usize> = (0..3).filter(|&i| i != old).collect();
     for &i in &followers {
-        signal(&brokers[i], "STOP");
+        brokers[i].pause();
     }
     // A fetch the followers sent before the pause is answered within
     // replica.fetch.wait.max.ms (500 ms): let it be answered empty, so that nothing written
@@ -455,12 +272,12 @@ fn diverged_follower(canaries: &str) -> (Records, Records) {
     let lonely: Vec<String> = (0..5).map(|i| format!("lonely-{i}")).collect();
     let lonely: Vec<&[u8]> = lonely.iter().map(|v| v.as_bytes()).collect();
     assert_eq!(
-        produce(brokers[old].address, topic, &lonely, 1, 5000),
+        produce_batch(brokers[old].address, topic, &lonely, 1, 5000),
         Ok(3)
     );
     brokers[old].kill();
     for &i in &followers {
-        signal(&brokers[i], "CONT");
+        brokers[i].resume();
     }
     let mut new_id = -1;
     wait_until("a follower is elected", Duration::from_secs(20), || {
@@ -475,7 +292,7 @@ fn diverged_follower(canaries: &str) -> (Records, Records) {
     for i in 0..10 {
         let value = format!("new-{i}");
         let written = loop {
-            match produce(brokers[new].address, topic, &[value.as_bytes()], 1, 5000) {
+            match produce_batch(brokers[new].address, topic, &[value.as_bytes()], 1, 5000) {
                 Ok(offset) => break offset,
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }

@@ -9,74 +9,27 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
+use common::controller_and_brokers::ControllerAndBrokers;
+use common::partition::produce_batch;
 use common::{
-    NodeProcess, batch, connect, create_topics, describe_quorum, exchange, free_port, metadata,
-    read_frame, request_frame, wait_until,
+    NodeProcess, connect, create_topics, describe_quorum, metadata, read_frame, request_frame,
+    wait_until,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-fn produce(node: &NodeProcess, topic: &str, partition: i32) -> i16 {
-    let mut stream = connect(node.address);
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch(&[b"v"]))),
-                ]),
-        ]);
-    let response: ProduceResponse = exchange(&mut stream, ApiKey::Produce, 9, &request);
-    response.responses[0].partition_responses[0].error_code
+/// Produces one record with acks=1 to partition 0 of `topic`; returns the error code.
+fn produce(node: &NodeProcess, topic: &str) -> i16 {
+    produce_batch(node.address, topic, &[b"v"], 1, 5000)
+        .err()
+        .unwrap_or(0)
 }
 
 #[test]
 fn controller_only_and_broker_only_nodes_form_a_cluster() {
     let root = tempfile::tempdir().unwrap();
-    let controller_port = free_port();
-    let voters = format!("1@127.0.0.1:{controller_port}");
-    let controller_address = format!("127.0.0.1:{controller_port}").parse().unwrap();
-    // One cluster id for all three, as `kafka-storage format --cluster-id` would write.
-    for id in 1..=3 {
-        let data = root.path().join(format!("node{id}/data"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::write(
-            data.join("meta.properties"),
-            format!("version=1\ncluster.id=logjam-roles\nnode.id={id}\n"),
-        )
-        .unwrap();
-    }
-    let _controller = NodeProcess::start_with_config(
-        &root.path().join("node1"),
-        &format!(
-            "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n\
-             controller.quorum.voters={voters}\nlog.dirs={}\n",
-            root.path().join("node1/data").display()
-        ),
-        controller_address,
-    );
-    let brokers: Vec<NodeProcess> = [2, 3]
-        .iter()
-        .map(|id| {
-            let port = free_port();
-            let dir = root.path().join(format!("node{id}"));
-            NodeProcess::start_with_config(
-                &dir,
-                &format!(
-                    "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                     controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
-                     log.dirs={}\nbroker.heartbeat.interval.ms=500\n",
-                    dir.join("data").display()
-                ),
-                format!("127.0.0.1:{port}").parse().unwrap(),
-            )
-        })
-        .collect();
+    let cluster = ControllerAndBrokers::start(root.path(), "logjam-roles", 2, "", "");
+    let controller_address = cluster.controller.address;
+    let brokers = &cluster.brokers;
     assert_eq!(
         describe_quorum(controller_address).map(|(leader, _)| leader),
         Some(1)
@@ -116,9 +69,9 @@ fn controller_only_and_broker_only_nodes_form_a_cluster() {
     } else {
         (&brokers[1], &brokers[0])
     };
-    assert_eq!(produce(leading, "roles", 0), 0);
+    assert_eq!(produce(leading, "roles"), 0);
     assert_eq!(
-        produce(following, "roles", 0),
+        produce(following, "roles"),
         kafka_protocol::ResponseError::NotLeaderOrFollower.code()
     );
 

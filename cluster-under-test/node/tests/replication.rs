@@ -8,216 +8,31 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Cluster, NodeProcess, batch, connect, exchange, free_port, metadata, wait_until};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
+use common::controller_and_brokers::ControllerAndBrokers;
+use common::partition::{create_topic, partition_state, produce, read_all, wait_for_isr};
+use common::{Cluster, NodeProcess, wait_until};
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_owned()))
-}
-
-/// Creates a one-partition topic with replication factor 3 and the given configs.
-fn create_topic(address: SocketAddr, name: &str, configs: &[(&str, &str)]) {
-    let mut stream = connect(address);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(20_000)
-        .with_topics(vec![
-            CreatableTopic::default()
-                .with_name(topic_name(name))
-                .with_num_partitions(1)
-                .with_replication_factor(3)
-                .with_configs(
-                    configs
-                        .iter()
-                        .map(|(key, value)| {
-                            CreatableTopicConfig::default()
-                                .with_name(StrBytes::from_string((*key).to_owned()))
-                                .with_value(Some(StrBytes::from_string((*value).to_owned())))
-                        })
-                        .collect(),
-                ),
-        ]);
-    let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
-    assert_eq!(response.topics[0].error_code, 0, "topic {name} created");
-}
-
-/// `(leader, isr)` of partition 0 of `topic` as `address` sees it.
-fn partition_state(address: SocketAddr, topic: &str) -> Option<(i32, Vec<i32>)> {
-    let metadata = metadata(address)?;
-    let topic = metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
-    let partition = topic.partitions.first()?;
-    let mut isr: Vec<i32> = partition.isr_nodes.iter().map(|b| b.0).collect();
-    isr.sort_unstable();
-    Some((partition.leader_id.0, isr))
-}
-
-/// Produces one record; the base offset, or the error code (-1 for a connection failure).
-fn produce(address: SocketAddr, topic: &str, value: &[u8], acks: i16) -> Result<i64, i16> {
-    let attempt = std::panic::catch_unwind(|| {
-        let mut stream = connect(address);
-        let request = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(topic_name(topic))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(batch(&[value]))),
-                    ]),
-            ]);
-        let response: ProduceResponse = exchange(&mut stream, ApiKey::Produce, 9, &request);
-        let partition = &response.responses[0].partition_responses[0];
-        if partition.error_code == 0 {
-            Ok(partition.base_offset)
-        } else {
-            Err(partition.error_code)
-        }
-    });
-    attempt.unwrap_or(Err(-1))
-}
-
-/// Every record below the high watermark of `topic` at `address` (as a consumer reads).
-fn read_all(address: SocketAddr, topic: &str) -> Vec<(i64, Vec<u8>)> {
-    let mut stream = connect(address);
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(0)
-            .with_min_bytes(0)
-            .with_max_bytes(1 << 20)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(topic_name(topic))
-                    .with_partitions(vec![
-                        FetchPartition::default()
-                            .with_partition(0)
-                            .with_fetch_offset(next)
-                            .with_partition_max_bytes(1 << 16),
-                    ]),
-            ]);
-        let response: FetchResponse = exchange(&mut stream, ApiKey::Fetch, 12, &request);
-        let data = &response.responses[0].partitions[0];
-        assert_eq!(data.error_code, 0, "fetch from {address}");
-        let mut records = data.records.clone().unwrap_or_default();
-        if records.is_empty() {
-            return out;
-        }
-        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
-            for record in set.records {
-                if record.offset >= next {
-                    next = record.offset + 1;
-                    out.push((record.offset, record.value.unwrap_or_default().to_vec()));
-                }
-            }
-        }
-    }
-}
-
-/// Prints the tail of each node's log when a test fails (the brokers of
-/// [`controller_and_brokers`] are not a [`Cluster`], which does this itself).
-struct LogsOnPanic(Vec<std::path::PathBuf>);
-
-impl Drop for LogsOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for dir in &self.0 {
-                let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-                eprintln!("==== {} ====\n{tail}", dir.display());
-            }
-        }
-    }
-}
-
-/// Sends a signal to a node process (`STOP` pauses it, `CONT` resumes it).
-fn signal(node: &NodeProcess, name: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(node.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 /// A controller-only node (id 1) and three broker-only nodes (ids 2, 3, 4), so that brokers
-/// can be paused or killed without losing the metadata quorum. Returns `(controller, brokers)`
-/// where `brokers[i]` has node id `i + 2`.
+/// can be paused or killed without losing the metadata quorum; `brokers[i]` has node id
+/// `i + 2`. Returns once every broker is unfenced.
 fn controller_and_brokers(
-    root: &Path,
+    root: &std::path::Path,
     controller_extra: &str,
     broker_extra: &str,
-) -> (NodeProcess, Vec<NodeProcess>) {
-    let controller_port = free_port();
-    let voters = format!("1@127.0.0.1:{controller_port}");
-    for id in 1..=4 {
-        let data = root.join(format!("node{id}/data"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::write(
-            data.join("meta.properties"),
-            format!("version=1\ncluster.id=logjam-replication\nnode.id={id}\n"),
-        )
-        .unwrap();
-    }
-    let controller = NodeProcess::start_with_config(
-        &root.join("node1"),
-        &format!(
-            "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n\
-             controller.quorum.voters={voters}\nlog.dirs={}\n{controller_extra}\n",
-            root.join("node1/data").display()
-        ),
-        format!("127.0.0.1:{controller_port}").parse().unwrap(),
+) -> ControllerAndBrokers {
+    let cluster = ControllerAndBrokers::start(
+        root,
+        "logjam-replication",
+        3,
+        controller_extra,
+        broker_extra,
     );
-    let brokers: Vec<NodeProcess> = (2..=4)
-        .map(|id| {
-            let port = free_port();
-            let dir = root.join(format!("node{id}"));
-            NodeProcess::start_with_config(
-                &dir,
-                &format!(
-                    "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                     controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
-                     log.dirs={}\nbroker.heartbeat.interval.ms=500\n{broker_extra}\n",
-                    dir.join("data").display()
-                ),
-                format!("127.0.0.1:{port}").parse().unwrap(),
-            )
-        })
-        .collect();
-    wait_until(
-        "three brokers are unfenced",
-        Duration::from_secs(30),
-        || metadata(brokers[0].address).is_some_and(|m| m.brokers.len() == 3),
-    );
-    (controller, brokers)
-}
-
-/// Waits until the ISR of `topic` as `address` sees it is `isr` (sorted).
-fn wait_for_isr(address: SocketAddr, topic: &str, isr: &[i32], within: Duration) -> i32 {
-    let mut leader = -1;
-    wait_until(&format!("ISR of {topic} is {isr:?}"), within, || {
-        partition_state(address, topic).is_some_and(|(l, current)| {
-            leader = l;
-            current == isr && l >= 0
-        })
-    });
-    leader
+    cluster.wait_until_brokers_unfenced();
+    cluster
 }
 
 /// Goal: with RF 3, acks=all and min.insync.replicas=2, killing the partition leader in the
@@ -234,7 +49,7 @@ fn acknowledged_records_survive_leader_kill_with_acks_all() {
         "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\nmin.insync.replicas=2",
     );
     let any = cluster.nodes[0].address;
-    create_topic(any, "stream", &[]);
+    create_topic(any, "stream", 1, 3, &[]);
     tracing_free_wait(any);
     let leader_of = |cluster: &Cluster, alive: &[usize]| -> Option<usize> {
         alive.iter().find_map(|&i| {
@@ -313,19 +128,15 @@ fn tracing_free_wait(address: SocketAddr) {
 #[test]
 fn isr_shrinks_to_leader_when_followers_stop_and_acks_all_follows_min_isr() {
     let root = tempfile::tempdir().unwrap();
-    let _logs = LogsOnPanic(
-        (1..=4)
-            .map(|id| root.path().join(format!("node{id}")))
-            .collect(),
-    );
-    let (_controller, brokers) = controller_and_brokers(
+    let cluster = controller_and_brokers(
         root.path(),
         "broker.session.timeout.ms=20000",
         "replica.lag.time.max.ms=2000",
     );
+    let brokers = &cluster.brokers;
     let any = brokers[0].address;
-    create_topic(any, "one", &[("min.insync.replicas", "1")]);
-    create_topic(any, "two", &[("min.insync.replicas", "2")]);
+    create_topic(any, "one", 1, 3, &[("min.insync.replicas", "1")]);
+    create_topic(any, "two", 1, 3, &[("min.insync.replicas", "2")]);
     let leader_one = wait_for_isr(any, "one", &[2, 3, 4], Duration::from_secs(30));
     let leader_two = wait_for_isr(any, "two", &[2, 3, 4], Duration::from_secs(30));
     // Put both topics' leaders on one broker is not guaranteed; pause the followers of each
@@ -336,7 +147,7 @@ fn isr_shrinks_to_leader_when_followers_stop_and_acks_all_follows_min_isr() {
         assert!(produce(brokers[leader_index].address, topic, b"before", -1).is_ok());
         let followers: Vec<usize> = (0..3).filter(|&i| i != leader_index).collect();
         for &i in &followers {
-            signal(&brokers[i], "STOP");
+            brokers[i].pause();
         }
         // A follower at the leader's log end is never out of sync (`Replica.isCaughtUp`):
         // the leader needs a write the followers miss.
@@ -359,7 +170,7 @@ fn isr_shrinks_to_leader_when_followers_stop_and_acks_all_follows_min_isr() {
             assert_eq!(outcome, Err(NOT_ENOUGH_REPLICAS));
         }
         for &i in &followers {
-            signal(&brokers[i], "CONT");
+            brokers[i].resume();
         }
         wait_for_isr(
             brokers[leader_index].address,
@@ -380,7 +191,7 @@ fn write_to_lonely_leader(
     count: usize,
 ) -> (usize, Vec<usize>, Vec<i64>) {
     let any = brokers[0].address;
-    create_topic(any, topic, &[("min.insync.replicas", "1")]);
+    create_topic(any, topic, 1, 3, &[("min.insync.replicas", "1")]);
     let leader = wait_for_isr(any, topic, &[2, 3, 4], Duration::from_secs(30));
     let leader_index = (leader - 2) as usize;
     for i in 0..5 {
@@ -390,7 +201,7 @@ fn write_to_lonely_leader(
     // Every follower has the replicated records once the leader's HW covers them (acks=all).
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader_index).collect();
     for &i in &followers {
-        signal(&brokers[i], "STOP");
+        brokers[i].pause();
     }
     assert!(produce(brokers[leader_index].address, topic, b"missed", 1).is_ok());
     wait_for_isr(
@@ -417,21 +228,17 @@ fn write_to_lonely_leader(
 #[test]
 fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
     let root = tempfile::tempdir().unwrap();
-    let _logs = LogsOnPanic(
-        (1..=4)
-            .map(|id| root.path().join(format!("node{id}")))
-            .collect(),
-    );
-    let (_controller, mut brokers) = controller_and_brokers(
+    let mut cluster = controller_and_brokers(
         root.path(),
         "broker.session.timeout.ms=3000\nunclean.leader.election.enable=true",
         "replica.lag.time.max.ms=2000",
     );
-    let (old, followers, acked) = write_to_lonely_leader(&brokers, "unclean", 5);
+    let brokers = &mut cluster.brokers;
+    let (old, followers, acked) = write_to_lonely_leader(brokers, "unclean", 5);
     let first_lost = acked[0];
     brokers[old].kill();
     let stale = followers[0];
-    signal(&brokers[stale], "CONT");
+    brokers[stale].resume();
     let stale_id = stale as i32 + 2;
     wait_until(
         "the stale follower is elected uncleanly",
@@ -447,7 +254,7 @@ fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
     };
     assert_eq!(reused, first_lost, "the lost offsets are reused");
     brokers[old].restart();
-    signal(&brokers[followers[1]], "CONT");
+    brokers[followers[1]].resume();
     wait_until(
         "the old leader rejoins the ISR",
         Duration::from_secs(30),
@@ -489,20 +296,16 @@ fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
 #[test]
 fn clean_election_keeps_partition_offline_until_isr_member_returns() {
     let root = tempfile::tempdir().unwrap();
-    let _logs = LogsOnPanic(
-        (1..=4)
-            .map(|id| root.path().join(format!("node{id}")))
-            .collect(),
-    );
-    let (_controller, mut brokers) = controller_and_brokers(
+    let mut cluster = controller_and_brokers(
         root.path(),
         "broker.session.timeout.ms=3000\nunclean.leader.election.enable=false",
         "replica.lag.time.max.ms=2000",
     );
-    let (old, followers, acked) = write_to_lonely_leader(&brokers, "clean", 5);
+    let brokers = &mut cluster.brokers;
+    let (old, followers, acked) = write_to_lonely_leader(brokers, "clean", 5);
     brokers[old].kill();
     for &i in &followers {
-        signal(&brokers[i], "CONT");
+        brokers[i].resume();
     }
     wait_until("the partition is offline", Duration::from_secs(20), || {
         partition_state(brokers[followers[0]].address, "clean").is_some_and(|(l, _)| l == -1)

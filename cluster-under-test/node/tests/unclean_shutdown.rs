@@ -19,198 +19,61 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use common::{NodeProcess, batch, connect, exchange, free_port, metadata, wait_until};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
+use common::controller_and_brokers::ControllerAndBrokers;
+use common::partition::{create_topic, partitions, produce, read_all, wait_for_isr};
+use common::{NodeProcess, wait_until};
 
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Holds the lock that keeps this binary's tests from running two clusters at once.
+fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The controller's log line for a re-registration it judged unclean, and for a clean one.
 const UNCLEAN_LINE: &str = "re-registered after an unclean shutdown";
 const CLEAN_LINE: &str = "re-registered after a clean shutdown";
 
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_owned()))
-}
-
 /// A controller-only node (id 1, `root/node1`) and broker-only nodes 2, 3, 4 (`brokers[i]` has
-/// id `i + 2`); the broker session is 3 s, heartbeats every 500 ms.
-struct Lab {
-    root: PathBuf,
-    _controller: NodeProcess,
-    brokers: Vec<NodeProcess>,
+/// id `i + 2`); the broker session is 3 s, heartbeats every 500 ms. Returns once every broker
+/// is unfenced.
+fn start_lab(root: &Path, controller_extra: &str) -> ControllerAndBrokers {
+    let cluster = ControllerAndBrokers::start(
+        root,
+        "logjam-unclean",
+        3,
+        &format!("broker.session.timeout.ms=3000\n{controller_extra}"),
+        "",
+    );
+    cluster.wait_until_brokers_unfenced();
+    cluster
 }
 
-impl Lab {
-    fn start(root: &Path, controller_extra: &str) -> Lab {
-        let controller_port = free_port();
-        let voters = format!("1@127.0.0.1:{controller_port}");
-        for id in 1..=4 {
-            let data = root.join(format!("node{id}/data"));
-            std::fs::create_dir_all(&data).unwrap();
-            std::fs::write(
-                data.join("meta.properties"),
-                format!("version=1\ncluster.id=logjam-unclean\nnode.id={id}\n"),
-            )
-            .unwrap();
-        }
-        let controller = NodeProcess::start_with_config(
-            &root.join("node1"),
-            &format!(
-                "node.id=1\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n\
-                 controller.quorum.voters={voters}\nlog.dirs={}\nbroker.session.timeout.ms=3000\n\
-                 {controller_extra}\n",
-                root.join("node1/data").display()
-            ),
-            format!("127.0.0.1:{controller_port}").parse().unwrap(),
-        );
-        let brokers: Vec<NodeProcess> = (2..=4)
-            .map(|id| {
-                let port = free_port();
-                let dir = root.join(format!("node{id}"));
-                NodeProcess::start_with_config(
-                    &dir,
-                    &format!(
-                        "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                         controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
-                         log.dirs={}\nbroker.heartbeat.interval.ms=500\n",
-                        dir.join("data").display()
-                    ),
-                    format!("127.0.0.1:{port}").parse().unwrap(),
-                )
-            })
-            .collect();
-        wait_until(
-            "three brokers are unfenced",
-            Duration::from_secs(30),
-            || metadata(brokers[0].address).is_some_and(|m| m.brokers.len() == 3),
-        );
-        Lab {
-            root: root.to_owned(),
-            _controller: controller,
-            brokers,
-        }
-    }
-
-    fn controller_log(&self) -> String {
-        std::fs::read_to_string(self.root.join("node1/node.log")).unwrap_or_default()
-    }
-
-    /// The controller's unclean (or clean) re-registration lines naming broker `id`.
-    fn reregistrations(&self, id: i32, line: &str) -> Vec<String> {
-        let name = format!("broker_id=broker{id} ");
-        self.controller_log()
-            .lines()
-            .filter(|l| l.contains(line) && l.contains(&name))
-            .map(str::to_owned)
-            .collect()
-    }
+/// The controller's unclean (or clean) re-registration lines naming broker `id`.
+fn reregistrations(lab: &ControllerAndBrokers, id: i32, line: &str) -> Vec<String> {
+    let name = format!("broker_id=broker{id} ");
+    lab.controller_log()
+        .lines()
+        .filter(|l| l.contains(line) && l.contains(&name))
+        .map(str::to_owned)
+        .collect()
 }
 
-/// On a failing test, print the tail of every node's log.
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for id in 1..=4 {
-                let dir = self.root.join(format!("node{id}"));
-                let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                let tail = lines[lines.len().saturating_sub(50)..].join("\n");
-                eprintln!("==== {} ====\n{tail}", dir.display());
-            }
-        }
-    }
-}
-
-fn create_topic(address: SocketAddr, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-    let mut stream = connect(address);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(20_000)
-        .with_topics(vec![
-            CreatableTopic::default()
-                .with_name(topic_name(name))
-                .with_num_partitions(partitions)
-                .with_replication_factor(3)
-                .with_configs(
-                    configs
-                        .iter()
-                        .map(|(key, value)| {
-                            CreatableTopicConfig::default()
-                                .with_name(StrBytes::from_string((*key).to_owned()))
-                                .with_value(Some(StrBytes::from_string((*value).to_owned())))
-                        })
-                        .collect(),
-                ),
-        ]);
-    let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
-    assert_eq!(response.topics[0].error_code, 0, "topic {name} created");
-}
-
-/// `(leader, sorted isr)` of every partition of `topic`, in partition order, as `address` sees it.
-fn partitions(address: SocketAddr, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
-    let metadata = metadata(address)?;
-    let topic = metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))?;
-    let mut out: Vec<(i32, i32, Vec<i32>)> = topic
-        .partitions
-        .iter()
-        .map(|p| {
-            let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
-            isr.sort_unstable();
-            (p.partition_index, p.leader_id.0, isr)
-        })
-        .collect();
-    out.sort_unstable();
-    (!out.is_empty()).then(|| out.into_iter().map(|(_, l, isr)| (l, isr)).collect())
-}
-
-/// Waits until partition 0 of `topic` has a leader and exactly `isr`; returns the leader.
-fn wait_for_isr(address: SocketAddr, topic: &str, isr: &[i32], within: Duration) -> i32 {
-    let mut leader = -1;
-    wait_until(&format!("ISR of {topic}-0 is {isr:?}"), within, || {
-        partitions(address, topic).is_some_and(|p| {
-            leader = p[0].0;
-            p[0].1 == isr && leader >= 0
-        })
+/// Creates `topic` with three partitions of three replicas and waits until every partition
+/// has a leader and a full ISR, as `observer` sees it; returns the leader of partition 0.
+fn create_topic_with_full_isrs(observer: SocketAddr, topic: &str) -> i32 {
+    create_topic(observer, topic, 3, 3, &[]);
+    wait_until("every ISR is full", Duration::from_secs(30), || {
+        partitions(observer, topic)
+            .is_some_and(|p| p.len() == 3 && p.iter().all(|(l, isr)| *l >= 0 && isr.len() == 3))
     });
-    leader
-}
-
-/// Produces one record to partition 0; its offset, or the error code (-1: no answer).
-fn produce(address: SocketAddr, topic: &str, value: &[u8], acks: i16) -> Result<i64, i16> {
-    let attempt = std::panic::catch_unwind(|| {
-        let mut stream = connect(address);
-        let request = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(topic_name(topic))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(batch(&[value]))),
-                    ]),
-            ]);
-        let response: ProduceResponse = exchange(&mut stream, ApiKey::Produce, 9, &request);
-        let partition = &response.responses[0].partition_responses[0];
-        if partition.error_code == 0 {
-            Ok(partition.base_offset)
-        } else {
-            Err(partition.error_code)
-        }
-    });
-    attempt.unwrap_or(Err(-1))
+    partitions(observer, topic).unwrap()[0].0
 }
 
 /// Produces `values` one by one with acks=all to `address`; each must be acknowledged.
@@ -224,56 +87,6 @@ fn produce_acked(address: SocketAddr, topic: &str, values: &[String]) -> Vec<(i6
             (offset, value.as_bytes().to_vec())
         })
         .collect()
-}
-
-/// Every record of partition 0 below the high watermark, as a consumer reads it.
-fn read_all(address: SocketAddr, topic: &str) -> Vec<(i64, Vec<u8>)> {
-    let mut stream = connect(address);
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(0)
-            .with_min_bytes(0)
-            .with_max_bytes(1 << 20)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(topic_name(topic))
-                    .with_partitions(vec![
-                        FetchPartition::default()
-                            .with_partition(0)
-                            .with_fetch_offset(next)
-                            .with_partition_max_bytes(1 << 16),
-                    ]),
-            ]);
-        let response: FetchResponse = exchange(&mut stream, ApiKey::Fetch, 12, &request);
-        let data = &response.responses[0].partitions[0];
-        assert_eq!(data.error_code, 0, "fetch from {address}");
-        let mut records = data.records.clone().unwrap_or_default();
-        if records.is_empty() {
-            return out;
-        }
-        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
-            for record in set.records {
-                if record.offset >= next {
-                    next = record.offset + 1;
-                    out.push((record.offset, record.value.unwrap_or_default().to_vec()));
-                }
-            }
-        }
-    }
-}
-
-/// Clean stop: SIGTERM, then wait for the process to exit with success.
-fn terminate(node: &mut NodeProcess) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(node.child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let status = node.child.wait().unwrap();
-    assert!(status.success(), "clean shutdown exits 0, got {status}");
 }
 
 /// Cuts `bytes` off the end of partition 0's first segment of `topic` on a stopped broker (a
@@ -311,18 +124,11 @@ fn values(prefix: &str, count: usize) -> Vec<String> {
 /// Method: 3 partitions, RF 3; kill broker 4, restart it at once, watch the ISRs from broker 2.
 #[test]
 fn crashed_broker_leaves_every_isr_at_reregistration_and_rejoins_after_catching_up() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
-    let mut lab = Lab::start(root.path(), "");
+    let mut lab = start_lab(root.path(), "");
     let observer = lab.brokers[0].address;
-    create_topic(observer, "crash", 3, &[]);
-    wait_until("every ISR is full", Duration::from_secs(30), || {
-        partitions(observer, "crash")
-            .is_some_and(|p| p.len() == 3 && p.iter().all(|(l, isr)| *l >= 0 && isr.len() == 3))
-    });
-    let leader = partitions(observer, "crash").unwrap()[0].0;
+    let leader = create_topic_with_full_isrs(observer, "crash");
     assert_ne!(leader, 4, "broker 4 follows partition 0");
     let leader_address = lab.brokers[(leader - 2) as usize].address;
     produce_acked(leader_address, "crash", &values("before", 10));
@@ -367,14 +173,14 @@ fn crashed_broker_leaves_every_isr_at_reregistration_and_rejoins_after_catching_
         out >= Duration::from_millis(2500),
         "the ISRs changed only once the old session expired (3 s), not after {out:?}"
     );
-    let unclean = lab.reregistrations(4, UNCLEAN_LINE);
+    let unclean = reregistrations(&lab, 4, UNCLEAN_LINE);
     assert_eq!(unclean.len(), 1, "the controller saw one unclean restart");
     assert!(
         unclean[0].contains("previous_broker_epoch=-1"),
         "a crash leaves no broker epoch: {}",
         unclean[0]
     );
-    assert!(lab.reregistrations(4, CLEAN_LINE).is_empty());
+    assert!(reregistrations(&lab, 4, CLEAN_LINE).is_empty());
     // Nothing acknowledged was lost, and the partition still takes acks=all writes.
     produce_acked(leader_address, "crash", &values("after", 3));
     let log = read_all(leader_address, "crash");
@@ -388,18 +194,11 @@ fn crashed_broker_leaves_every_isr_at_reregistration_and_rejoins_after_catching_
 /// path. The marker is consumed at start, so a later SIGKILL of that incarnation is unclean.
 #[test]
 fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
-    let mut lab = Lab::start(root.path(), "");
+    let mut lab = start_lab(root.path(), "");
     let observer = lab.brokers[0].address;
-    create_topic(observer, "clean", 3, &[]);
-    wait_until("every ISR is full", Duration::from_secs(30), || {
-        partitions(observer, "clean")
-            .is_some_and(|p| p.len() == 3 && p.iter().all(|(l, isr)| *l >= 0 && isr.len() == 3))
-    });
-    let leader = partitions(observer, "clean").unwrap()[0].0;
+    let leader = create_topic_with_full_isrs(observer, "clean");
     let leader_address = lab.brokers[(leader - 2) as usize].address;
     produce_acked(leader_address, "clean", &values("before", 10));
     let first_log = std::fs::read_to_string(lab.brokers[2].dir.join("node.log")).unwrap();
@@ -413,7 +212,7 @@ fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
         .expect("broker 4 logged its broker epoch");
 
     let stopped = Instant::now();
-    terminate(&mut lab.brokers[2]);
+    lab.brokers[2].terminate();
     let marker = lab.brokers[2].dir.join("data/.kafka_cleanshutdown");
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
@@ -441,7 +240,7 @@ fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
                 .is_some_and(|p| p.iter().all(|(l, isr)| *l >= 0 && isr.contains(&4)))
         },
     );
-    let clean = lab.reregistrations(4, CLEAN_LINE);
+    let clean = reregistrations(&lab, 4, CLEAN_LINE);
     assert_eq!(clean.len(), 1, "the controller saw one clean restart");
     assert!(
         clean[0].contains(&format!("previous_broker_epoch={first_epoch} ")),
@@ -449,7 +248,7 @@ fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
         clean[0]
     );
     assert!(
-        lab.reregistrations(4, UNCLEAN_LINE).is_empty(),
+        reregistrations(&lab, 4, UNCLEAN_LINE).is_empty(),
         "the unclean path did not fire for a clean stop"
     );
 
@@ -458,9 +257,9 @@ fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
     wait_until(
         "the crash of the next incarnation is detected",
         Duration::from_secs(10),
-        || lab.reregistrations(4, UNCLEAN_LINE).len() == 1,
+        || reregistrations(&lab, 4, UNCLEAN_LINE).len() == 1,
     );
-    assert_eq!(lab.reregistrations(4, CLEAN_LINE).len(), 1);
+    assert_eq!(reregistrations(&lab, 4, CLEAN_LINE).len(), 1);
     let log = read_all(leader_address, "clean");
     assert_eq!(log.len(), 10, "nothing acknowledged was lost");
 }
@@ -473,13 +272,11 @@ fn clean_stop_is_not_an_unclean_shutdown_but_a_later_crash_is() {
 /// is read back at its offset once the damaged one has caught up and rejoined.
 #[test]
 fn follower_that_lost_its_tail_is_not_elected_while_behind() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
-    let mut lab = Lab::start(root.path(), "");
+    let mut lab = start_lab(root.path(), "");
     let any = lab.brokers[0].address;
-    create_topic(any, "torn", 1, &[("min.insync.replicas", "2")]);
+    create_topic(any, "torn", 1, 3, &[("min.insync.replicas", "2")]);
     let leader = wait_for_isr(any, "torn", &[2, 3, 4], Duration::from_secs(30));
     assert_eq!(leader, 2, "replicas [2, 3, 4]: broker 2 leads");
     let acked = produce_acked(lab.brokers[0].address, "torn", &values("acked", 20));
@@ -510,7 +307,7 @@ fn follower_that_lost_its_tail_is_not_elected_while_behind() {
         node3.contains("log recovered with truncation"),
         "broker 3 really lost its tail in recovery"
     );
-    assert_eq!(lab.reregistrations(3, UNCLEAN_LINE).len(), 1);
+    assert_eq!(reregistrations(&lab, 3, UNCLEAN_LINE).len(), 1);
     // The HW moves again once broker 3 is back in the ISR (min.insync.replicas=2).
     wait_for_isr(observer, "torn", &[3, 4], Duration::from_secs(20));
     let expected = acked.clone();
@@ -527,13 +324,16 @@ fn follower_that_lost_its_tail_is_not_elected_while_behind() {
 /// broker 2, crashes and loses the tail of its segment, and restarts alone. Returns the lab,
 /// the acknowledged records and the leader once broker 3 is back and has been restarted
 /// cleanly.
-fn last_replica_standing(root: &Path, elr: bool) -> (Lab, Vec<(i64, Vec<u8>)>, i32) {
-    let mut lab = Lab::start(
+fn last_replica_standing(
+    root: &Path,
+    elr: bool,
+) -> (ControllerAndBrokers, Vec<(i64, Vec<u8>)>, i32) {
+    let mut lab = start_lab(
         root,
         &format!("eligible.leader.replicas.enable={elr}\nmin.insync.replicas=2"),
     );
     let any = lab.brokers[0].address;
-    create_topic(any, "last", 1, &[("min.insync.replicas", "2")]);
+    create_topic(any, "last", 1, 3, &[("min.insync.replicas", "2")]);
     assert_eq!(
         wait_for_isr(any, "last", &[2, 3, 4], Duration::from_secs(30)),
         2
@@ -545,7 +345,7 @@ fn last_replica_standing(root: &Path, elr: bool) -> (Lab, Vec<(i64, Vec<u8>)>, i
     acked.extend(produce_acked(leader, "last", &values("two", 10)));
     // Let broker 3 learn the high watermark over the last records (one fetch round trip).
     std::thread::sleep(Duration::from_millis(1500));
-    terminate(&mut lab.brokers[1]);
+    lab.brokers[1].terminate();
     wait_for_isr(leader, "last", &[2], Duration::from_secs(10));
     assert_eq!(
         produce(leader, "last", b"refused", -1),
@@ -575,9 +375,9 @@ fn last_replica_standing(root: &Path, elr: bool) -> (Lab, Vec<(i64, Vec<u8>)>, i
     }
     lab.brokers[1].restart();
     let leader = wait_for_isr(alone, "last", &[2, 3], Duration::from_secs(30));
-    assert_eq!(lab.reregistrations(2, UNCLEAN_LINE).len(), 1);
-    assert_eq!(lab.reregistrations(3, CLEAN_LINE).len(), 1);
-    assert!(lab.reregistrations(3, UNCLEAN_LINE).is_empty());
+    assert_eq!(reregistrations(&lab, 2, UNCLEAN_LINE).len(), 1);
+    assert_eq!(reregistrations(&lab, 3, CLEAN_LINE).len(), 1);
+    assert!(reregistrations(&lab, 3, UNCLEAN_LINE).is_empty());
     (lab, acked, leader)
 }
 
@@ -586,13 +386,11 @@ fn last_replica_standing(root: &Path, elr: bool) -> (Lab, Vec<(i64, Vec<u8>)>, i
 /// the clean ELR member (broker 3) is once it returns, and every acknowledged record survives.
 #[test]
 fn with_elr_a_crashed_last_isr_member_is_not_elected_and_nothing_is_lost() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
     let (lab, acked, leader) = last_replica_standing(root.path(), true);
     assert_eq!(leader, 3, "the clean ELR member leads");
-    let unclean = lab.reregistrations(2, UNCLEAN_LINE);
+    let unclean = reregistrations(&lab, 2, UNCLEAN_LINE);
     assert!(
         unclean[0].contains("partitions=1"),
         "broker 2 left the ELR of the partition: {}",
@@ -612,9 +410,7 @@ fn with_elr_a_crashed_last_isr_member_is_not_elected_and_nothing_is_lost() {
 /// it, and their offsets are handed out again). This is Kafka's behaviour, not a bug.
 #[test]
 fn without_elr_a_crashed_last_isr_member_is_elected_and_acknowledged_records_are_lost() {
-    let _one = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
     let (lab, acked, leader) = last_replica_standing(root.path(), false);
     assert_eq!(leader, 2, "the crashed last ISR member leads");

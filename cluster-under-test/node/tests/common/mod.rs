@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod controller_and_brokers;
+pub mod partition;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -238,6 +241,38 @@ impl NodeProcess {
         self.kill();
         self.child = spawn(&self.config_path, &self.dir);
     }
+
+    /// Clean stop: SIGTERM, then waits for the process to exit and asserts it exited with
+    /// success.
+    pub fn terminate(&mut self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "clean shutdown exits 0, got {status}");
+    }
+
+    /// Pauses the process (SIGSTOP): it keeps its connections and sessions but answers nothing.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Resumes a paused process (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// Sends the signal `name` to the process with `kill(1)`.
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
 }
 
 fn spawn(config_path: &Path, dir: &Path) -> Child {
@@ -446,18 +481,16 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         if std::thread::panicking() {
             for node in &self.nodes {
-                let log = std::fs::read_to_string(node.dir.join("node.log")).unwrap_or_default();
-                let tail: String = log
-                    .lines()
-                    .rev()
-                    .take(40)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                eprintln!("==== {} ====\n{tail}", node.dir.display());
+                eprint_log_tail(&node.dir, 40);
             }
         }
     }
+}
+
+/// Prints the last `lines` lines of the log of the node in `dir` to stderr, under its name.
+pub fn eprint_log_tail(dir: &Path, lines: usize) {
+    let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+    let all: Vec<&str> = log.lines().collect();
+    let tail = all[all.len().saturating_sub(lines)..].join("\n");
+    eprintln!("==== {} ====\n{tail}", dir.display());
 }
