@@ -128,7 +128,7 @@ pub struct RunArgs {
 }
 
 /// Arguments of `logjam matrix`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct MatrixArgs {
     /// Every option of `logjam run`; here `--set key=a,b,c` sweeps the values (one cell per
     /// combination) and the defaults are the sweep of acks, min.insync.replicas and

@@ -9,8 +9,10 @@
 //! multi-valued key, in the order given (the last key varies fastest); single-valued settings
 //! apply to every cell. Without any `--set` the sweep is `acks=1,all` ×
 //! `min.insync.replicas=1,2` × `unclean.leader.election.enable=false,true` (8 cells, the
-//! replication factor left at its default of 3). The faults default to `kill,partition`: a
-//! `--nemesis` left at `logjam run`'s default (`kill,pause,partition`) is replaced.
+//! replication factor left at its default of 3). The faults default to `kill,partition`, 15 s
+//! each: a `--nemesis` left at `logjam run`'s default (`kill,pause,partition`) is replaced,
+//! and so is the 5 s interval, which is shorter than a broker's session timeout and moved no
+//! leader for long enough to tell the cells apart.
 //!
 //! # Output and exit code
 //!
@@ -47,6 +49,13 @@ const DEFAULT_SWEEP: &[&str] = &[
 const RUN_DEFAULT_NEMESIS: &str = "kill,pause,partition";
 /// The matrix's default faults: the two that move leadership and lose unreplicated writes.
 const MATRIX_NEMESIS: &str = "kill,partition";
+/// `logjam run`'s default `--nemesis-interval`, which the matrix's default faults replace
+/// with [`MATRIX_INTERVAL`].
+const RUN_DEFAULT_INTERVAL: u64 = 5;
+/// With the default faults, each lasts 15 s: longer than `broker.session.timeout.ms` (9 s),
+/// so a partitioned or killed leader is replaced while it is away, which is what separates
+/// the cells (with 5 s faults every cell of the default sweep came out valid, 0 lost).
+const MATRIX_INTERVAL: u64 = 15;
 
 /// Anomaly kinds the "lost" column already counts (the durability report's proven losses),
 /// left out of "other anomalies". `unseen` (lost or merely late) stays in.
@@ -57,6 +66,20 @@ const DURABILITY_KINDS: &[&str] = &["lost-write", "unseen-lost"];
 /// # Errors
 /// Bad `--set` values, or a matrix directory that cannot be written.
 pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
+    let mut owned = args.clone();
+    if owned.run.nemesis == RUN_DEFAULT_NEMESIS
+        && owned.run.nemesis_interval == RUN_DEFAULT_INTERVAL
+    {
+        owned.run.nemesis_interval = MATRIX_INTERVAL;
+    }
+    let interval_defaulted = owned.run.nemesis_interval != args.run.nemesis_interval;
+    let args = &owned;
+    if interval_defaulted {
+        eprintln!(
+            "logjam matrix: each fault lasts {MATRIX_INTERVAL} s (the matrix's default; \
+             --nemesis-interval to choose)"
+        );
+    }
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
