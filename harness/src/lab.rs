@@ -396,21 +396,8 @@ impl Lab {
     /// Clean stop of node `index`: SIGCONT, SIGTERM, wait up to 10 s, then SIGKILL.
     pub fn stop(&mut self, index: usize) {
         let node = &mut self.nodes[index];
-        if let Some(mut child) = node.child.take() {
-            let group = Pid::from_raw(child.id() as i32);
-            let _ = killpg(group, Signal::SIGCONT);
-            let _ = killpg(group, Signal::SIGTERM);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while std::time::Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            let _ = killpg(group, Signal::SIGKILL);
-            let _ = child.wait();
-        }
         node.paused = false;
+        stop_children(node.child.take().into_iter().collect());
     }
 
     /// Power loss of node `index`: SIGKILL, then every write it had not fsynced is dropped.
@@ -549,7 +536,7 @@ impl Lab {
     /// Clean stop of every node at once: SIGCONT and SIGTERM to all, then up to 10 s for all
     /// of them together, then SIGKILL for any still running.
     pub fn stop_all(&mut self) {
-        let mut children: Vec<Child> = self
+        let children = self
             .nodes
             .iter_mut()
             .filter_map(|node| {
@@ -557,23 +544,7 @@ impl Lab {
                 node.child.take()
             })
             .collect();
-        for child in &children {
-            let group = Pid::from_raw(child.id() as i32);
-            let _ = killpg(group, Signal::SIGCONT);
-            let _ = killpg(group, Signal::SIGTERM);
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::time::Instant::now() < deadline
-            && children
-                .iter_mut()
-                .any(|child| matches!(child.try_wait(), Ok(None)))
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        for child in &mut children {
-            let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-            let _ = child.wait();
-        }
+        stop_children(children);
     }
 
     /// Stops every node and unmounts the lazy disks, writing their cached bytes through (the
@@ -603,6 +574,28 @@ impl Drop for Lab {
             }
         }
         // The disks unmount when dropped, after their nodes are gone.
+    }
+}
+
+/// Clean stop of `children` at once: SIGCONT and SIGTERM to every process group, up to 10 s
+/// for all of them together, then SIGKILL for any still running.
+fn stop_children(mut children: Vec<Child>) {
+    for child in &children {
+        let group = Pid::from_raw(child.id() as i32);
+        let _ = killpg(group, Signal::SIGCONT);
+        let _ = killpg(group, Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline
+        && children
+            .iter_mut()
+            .any(|child| matches!(child.try_wait(), Ok(None)))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for child in &mut children {
+        let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+        let _ = child.wait();
     }
 }
 

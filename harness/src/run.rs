@@ -569,6 +569,11 @@ async fn roles_of(
     Some((to_index(leader)?, followers))
 }
 
+fn role_fallback(targets: &ScriptTargets, shuffled: &[usize]) -> Vec<usize> {
+    eprintln!("logjam: no leader known for {targets:?}; choosing a random node");
+    shuffled[..1].to_vec()
+}
+
 /// The nodes a scripted step names. A role the cluster cannot answer for (no leader right
 /// now) falls back to a seeded random node, and says so.
 async fn resolve(
@@ -586,19 +591,15 @@ async fn resolve(
         ScriptTargets::Majority => shuffled[..nodes / 2 + 1].to_vec(),
         ScriptTargets::Minority => shuffled[..((nodes - 1) / 2).max(1)].to_vec(),
         ScriptTargets::One => shuffled[..1].to_vec(),
-        ScriptTargets::Leader(_) | ScriptTargets::Followers(_) => {
-            let (partition, want_followers) = match targets {
-                ScriptTargets::Followers(p) => (Some(*p), true),
-                ScriptTargets::Leader(p) => (*p, false),
-                _ => (None, false),
-            };
-            match roles_of(bootstrap, topic, partition, rng).await {
-                Some((_, followers)) if want_followers => followers,
-                Some((leader, _)) => vec![leader],
-                None => {
-                    eprintln!("logjam: no leader known for {targets:?}; choosing a random node");
-                    shuffled[..1].to_vec()
-                }
+        ScriptTargets::Leader(partition) => match roles_of(bootstrap, topic, *partition, rng).await
+        {
+            Some((leader, _)) => vec![leader],
+            None => role_fallback(targets, &shuffled),
+        },
+        ScriptTargets::Followers(partition) => {
+            match roles_of(bootstrap, topic, Some(*partition), rng).await {
+                Some((_, followers)) => followers,
+                None => role_fallback(targets, &shuffled),
             }
         }
         ScriptTargets::Nodes(list) => list.clone(),
@@ -664,12 +665,13 @@ async fn inject(
                             json!({"files": loss.files, "bytes": loss.bytes}),
                         );
                     }),
-                    Fault::Corrupt => {
-                        lab.kill(node)?;
+                    // A failed kill is recorded as a failed fault like any other, not an
+                    // error that ends the run.
+                    Fault::Corrupt => lab.kill(node).and_then(|()| {
                         lab.corrupt(node, rng).map(|done| {
                             value.insert("damage".into(), done);
                         })
-                    }
+                    }),
                     Fault::DiskFull => lab.set_disk_full(node, true),
                     Fault::Partition(_) => unreachable!("handled above"),
                 };
