@@ -54,10 +54,17 @@ pub struct RunOutcome {
     pub anomalies: BTreeMap<String, AnomalyCount>,
     /// How long writes were refused, per key and overall.
     pub refused: RefusedTime,
+    /// Per key, the acknowledged writes lost (keys that lost none are left out).
+    pub lost_by_key: Vec<LostOnKey>,
     /// Leader changes the watcher recorded (`leader-change` nemesis ops).
     pub leader_changes: u64,
     /// Those of them that were unclean elections.
-    pub unclean_elections: Vec<UncleanElection>,
+    pub unclean_elections: Vec<LeaderChange>,
+    /// Those of them that left a partition without a leader.
+    pub leaderless: Vec<LeaderChange>,
+    /// Sends that did not succeed because the ISR was below `min.insync.replicas`
+    /// (`NOT_ENOUGH_REPLICAS`, error code 19).
+    pub not_enough_replicas: u64,
 }
 
 /// One anomaly kind in a run.
@@ -82,19 +89,79 @@ pub struct RefusedTime {
     pub never_acknowledged: Vec<i64>,
 }
 
-/// A leader election that picked a replica outside the ISR.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UncleanElection {
-    /// The history index of the `leader-change` op.
+/// A change of a partition's leader, epoch or ISR, as the run's leader watcher recorded it
+/// (a `leader-change` nemesis op).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LeaderChange {
+    /// The history index of the op.
     pub index: u64,
     /// Its time, seconds since the run started.
     pub time_seconds: f64,
     /// The partition.
     pub partition: Option<i64>,
-    /// The new leader (`None`: the partition went offline).
+    /// The new leader (`None`: the partition has no leader, it is offline).
     pub leader: Option<String>,
     /// The new leader epoch.
     pub epoch: Option<i64>,
+    /// The new ISR.
+    pub isr: Vec<String>,
+    /// The leader before the change.
+    pub previous_leader: Option<String>,
+    /// The ISR before the change.
+    pub previous_isr: Vec<String>,
+    /// True when the new leader was outside the previous ISR: an unclean election.
+    pub unclean: bool,
+}
+
+impl LeaderChange {
+    /// One line for reports, e.g. `op 951 at 21.1 s: partition 0 elected n5 (epoch 1)
+    /// outside the ISR [n4] led by n4`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let partition = self
+            .partition
+            .map_or_else(|| "?".to_owned(), |p| p.to_string());
+        let head = format!(
+            "op {} at {:.1} s: partition {partition}",
+            self.index, self.time_seconds
+        );
+        let previous = self.previous_leader.as_deref().unwrap_or("nobody");
+        match &self.leader {
+            None => format!("{head} without a leader (ISR [{}])", self.isr.join(", ")),
+            Some(leader) if self.unclean => format!(
+                "{head} elected {leader} (epoch {}) outside the ISR [{}] led by {previous}",
+                self.epoch.unwrap_or(-1),
+                self.previous_isr.join(", ")
+            ),
+            Some(leader) => format!(
+                "{head} led by {leader} (epoch {}), ISR [{}]",
+                self.epoch.unwrap_or(-1),
+                self.isr.join(", ")
+            ),
+        }
+    }
+}
+
+/// The acknowledged writes of one key the durability check found lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostOnKey {
+    /// The key (one partition).
+    pub key: i64,
+    /// How many.
+    #[serde(rename = "lost_count")]
+    pub count: u64,
+    /// Their offsets, as inclusive ranges.
+    #[serde(rename = "offset_ranges", default)]
+    pub offsets: Vec<OffsetRange>,
+}
+
+/// An inclusive range of offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetRange {
+    /// The first offset.
+    pub first: i64,
+    /// The last offset.
+    pub last: i64,
 }
 
 /// Reads the outcome of the run stored in `run_dir`.
@@ -132,9 +199,17 @@ pub fn outcome(run_dir: &Path) -> anyhow::Result<RunOutcome> {
                 )
             })
             .collect(),
+        lost_by_key: report
+            .durability
+            .partitions
+            .into_iter()
+            .filter(|lost| lost.count > 0)
+            .collect(),
         refused: history.refused,
         leader_changes: history.leader_changes,
         unclean_elections: history.unclean_elections,
+        leaderless: history.leaderless,
+        not_enough_replicas: history.not_enough_replicas,
     })
 }
 
@@ -199,6 +274,8 @@ struct DurabilityFile {
     lost: u64,
     #[serde(default)]
     unconfirmed: u64,
+    #[serde(default)]
+    partitions: Vec<LostOnKey>,
 }
 
 /// What one pass over the history yields.
@@ -206,7 +283,9 @@ struct DurabilityFile {
 struct HistoryMetrics {
     refused: RefusedTime,
     leader_changes: u64,
-    unclean_elections: Vec<UncleanElection>,
+    unclean_elections: Vec<LeaderChange>,
+    leaderless: Vec<LeaderChange>,
+    not_enough_replicas: u64,
 }
 
 /// One pass over the ops: send completions feed the refusal tracker, `leader-change` nemesis
@@ -241,6 +320,15 @@ fn scan_history<R: BufRead>(reader: HistoryReader<R>) -> anyhow::Result<HistoryM
         if completed.f != Function::Send || workload_end.is_some_and(|end| time > end) {
             continue;
         }
+        if completed.outcome != Outcome::Ok
+            && completed.error.as_ref().is_some_and(|error| {
+                // Kafka's name or the client's.
+                let text = error.to_string();
+                text.contains("NOT_ENOUGH_REPLICAS") || text.contains("NotEnoughReplicas")
+            })
+        {
+            metrics.not_enough_replicas += 1;
+        }
         for micro in completed.value.micro_ops() {
             if let MicroOp::Send { key, .. } = micro {
                 refusals.observe(key.0, time, completed.outcome);
@@ -251,7 +339,8 @@ fn scan_history<R: BufRead>(reader: HistoryReader<R>) -> anyhow::Result<HistoryM
     Ok(metrics)
 }
 
-/// Counts a `leader-change` completion and keeps it when it was unclean.
+/// Counts a `leader-change` completion and keeps it when it was unclean or left the
+/// partition without a leader.
 fn note_nemesis(op: &Op, metrics: &mut HistoryMetrics) {
     if op.f.as_str() != "leader-change" || op.op_type == OpType::Invoke {
         return;
@@ -260,19 +349,32 @@ fn note_nemesis(op: &Op, metrics: &mut HistoryMetrics) {
     let logjam_history::OpValue::Json(value) = &op.value else {
         return;
     };
-    if value.get("unclean").and_then(serde_json::Value::as_bool) != Some(true) {
-        return;
-    }
-    metrics.unclean_elections.push(UncleanElection {
+    let text = |field: &str| value.get(field).and_then(|v| v.as_str()).map(str::to_owned);
+    let names = |field: &str| -> Vec<String> {
+        value
+            .get(field)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| name.as_str().map(str::to_owned))
+            .collect()
+    };
+    let change = LeaderChange {
         index: op.index.0,
         time_seconds: seconds(op.time_ns),
         partition: value.get("partition").and_then(serde_json::Value::as_i64),
-        leader: value
-            .get("leader")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned),
+        leader: text("leader"),
         epoch: value.get("epoch").and_then(serde_json::Value::as_i64),
-    });
+        isr: names("isr"),
+        previous_leader: text("previous_leader"),
+        previous_isr: names("previous_isr"),
+        unclean: value.get("unclean").and_then(serde_json::Value::as_bool) == Some(true),
+    };
+    if change.leader.is_none() {
+        metrics.leaderless.push(change);
+    } else if change.unclean {
+        metrics.unclean_elections.push(change);
+    }
 }
 
 fn seconds(ns: u64) -> f64 {
@@ -478,15 +580,26 @@ mod tests {
         ]);
         let metrics = scan(&text);
         assert_eq!(metrics.leader_changes, 3);
+        let unclean = LeaderChange {
+            index: 1,
+            time_seconds: 2.5,
+            partition: Some(1),
+            leader: Some("n3".into()),
+            epoch: Some(7),
+            isr: vec!["n3".into()],
+            previous_leader: Some("n1".into()),
+            previous_isr: vec!["n1".into()],
+            unclean: true,
+        };
+        assert_eq!(metrics.unclean_elections, vec![unclean.clone()]);
         assert_eq!(
-            metrics.unclean_elections,
-            vec![UncleanElection {
-                index: 1,
-                time_seconds: 2.5,
-                partition: Some(1),
-                leader: Some("n3".into()),
-                epoch: Some(7),
-            }]
+            unclean.describe(),
+            "op 1 at 2.5 s: partition 1 elected n3 (epoch 7) outside the ISR [n1] led by n1"
+        );
+        assert_eq!(metrics.leaderless.len(), 1);
+        assert_eq!(
+            metrics.leaderless[0].describe(),
+            "op 2 at 3.0 s: partition 2 without a leader (ISR [])"
         );
     }
 
@@ -506,7 +619,11 @@ mod tests {
                 "anomalies": {"lost-write": {"count": 2, "truncated": false, "witnesses": []},
                               "unseen": {"count": 1, "truncated": false, "witnesses": []}},
                 "durability": {"final_reads": "final-poll", "acknowledged": 40, "lost": 2,
-                               "unconfirmed": 1, "partitions": [], "nemesis_events": []}}"#,
+                               "unconfirmed": 1, "nemesis_events": [], "partitions": [
+                    {"key": 0, "acknowledged": 30, "lost_count": 2, "unconfirmed": 1,
+                     "offset_ranges": [{"first": 4, "last": 5, "count": 2}], "lost": []},
+                    {"key": 1, "acknowledged": 10, "lost_count": 0, "unconfirmed": 0,
+                     "offset_ranges": [], "lost": []}]}}"#,
         )
         .unwrap();
         let mut ops = Vec::new();
@@ -529,5 +646,13 @@ mod tests {
         );
         assert!(!outcome.anomalies["unseen"].bad);
         assert_eq!(outcome.refused.per_key.get(&0), Some(&0.0));
+        assert_eq!(
+            outcome.lost_by_key,
+            vec![LostOnKey {
+                key: 0,
+                count: 2,
+                offsets: vec![OffsetRange { first: 4, last: 5 }]
+            }]
+        );
     }
 }

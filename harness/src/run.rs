@@ -331,7 +331,7 @@ async fn drive(
                             eprintln!("logjam: script line {}: nothing to {name}", step.line);
                         }
                         for fault in due {
-                            undo(lab, &recorder, fault)?;
+                            undo(lab, &recorder, fault, &held_down(&active))?;
                         }
                     }
                     Action::Cut(a, b) => {
@@ -367,7 +367,7 @@ async fn drive(
         }
         next_fault += interval;
         match active.pop() {
-            Some(fault) => undo(lab, &recorder, fault)?,
+            Some(fault) => undo(lab, &recorder, fault, &held_down(&active))?,
             None => {
                 let fault = faults[nemesis_rng.random_range(0..faults.len())];
                 active.extend(
@@ -388,7 +388,7 @@ async fn drive(
     // Heal first: a client blocked on a dead or paused node would otherwise hold the join
     // (and the run) for its whole send timeout.
     while let Some(fault) = active.pop() {
-        undo(lab, &recorder, fault)?;
+        undo(lab, &recorder, fault, &held_down(&active))?;
     }
     let mut finished = Vec::new();
     while let Some(joined) = clients.join_next().await {
@@ -620,6 +620,11 @@ async fn inject(
     topic: &str,
 ) -> anyhow::Result<Option<Active>> {
     let nodes = lab.nodes.len();
+    // Nodes already down (killed or stopped by a fault still in force) stay down if this
+    // fault cannot be injected and is put right.
+    let down_before: Vec<usize> = (0..nodes)
+        .filter(|&node| !lab.nodes[node].is_running())
+        .collect();
     let mut value = serde_json::Map::new();
     let (targets, outcome) = match fault {
         Fault::Partition(kind) => {
@@ -707,7 +712,7 @@ async fn inject(
                 OpValue::Json(serde_json::Value::Object(value)),
                 Some(json!(format!("{error:#}"))),
             )?;
-            restore(lab, &active)?;
+            restore(lab, &active, &down_before)?;
             Ok(None)
         }
     }
@@ -761,9 +766,25 @@ fn cut(
     }
 }
 
+/// Nodes that faults in force keep down on purpose (killed, stopped, powered off, corrupted):
+/// undoing some other fault must not bring them back early.
+fn held_down(active: &[Active]) -> Vec<usize> {
+    active
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.fault,
+                Fault::Kill | Fault::Stop | Fault::PowerLoss | Fault::Corrupt
+            )
+        })
+        .flat_map(|a| a.targets.iter().copied())
+        .collect()
+}
+
 /// Puts the lab back as it was before `active`: heals, resumes, frees the disk, and starts
-/// every target that is not running.
-fn restore(lab: &mut Lab, active: &Active) -> anyhow::Result<()> {
+/// every target that is not running, except the nodes in `held` (down under another fault
+/// still in force).
+fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<()> {
     match active.fault {
         Fault::Partition(_) => lab.heal()?,
         Fault::Pause => {
@@ -779,14 +800,15 @@ fn restore(lab: &mut Lab, active: &Active) -> anyhow::Result<()> {
         _ => {}
     }
     for &node in &active.targets {
-        if !lab.nodes[node].is_running() {
+        if !lab.nodes[node].is_running() && !held.contains(&node) {
             lab.start_node(node)?;
         }
     }
     Ok(())
 }
 
-fn undo(lab: &mut Lab, recorder: &Recorder, active: Active) -> anyhow::Result<()> {
+/// Undoes `active` and records the undo; nodes in `held` stay down.
+fn undo(lab: &mut Lab, recorder: &Recorder, active: Active, held: &[usize]) -> anyhow::Result<()> {
     // A node that died under a fault that does not kill (a full disk can make a node give
     // up) is restarted by the undo too; the history says so.
     let crashed: Vec<String> = match active.fault {
@@ -794,14 +816,14 @@ fn undo(lab: &mut Lab, recorder: &Recorder, active: Active) -> anyhow::Result<()
         _ => {
             let mut crashed = Vec::new();
             for &node in &active.targets {
-                if !lab.nodes[node].is_running() {
+                if !lab.nodes[node].is_running() && !held.contains(&node) {
                     crashed.push(lab.nodes[node].name());
                 }
             }
             crashed
         }
     };
-    restore(lab, &active)?;
+    restore(lab, &active, held)?;
     let mut value = serde_json::Map::new();
     value.insert("targets".into(), json!(names(lab, &active.targets)));
     if !crashed.is_empty() {
@@ -958,6 +980,31 @@ mod tests {
         assert_eq!(timestamp(time, false), "2026-11-29T10:03:46Z");
         assert_eq!(timestamp(time, true), "20261129T100346Z");
         assert_eq!(timestamp(UNIX_EPOCH, false), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn undoing_one_fault_leaves_nodes_another_fault_holds_down() {
+        // The unclean-election timeline: a cut over every node, then the leader (n4) killed;
+        // healing the cut must not restart n4 while its kill is in force.
+        let partition = Active {
+            fault: Fault::Partition(crate::nemesis::PartitionKind::One),
+            targets: (0..6).collect(),
+        };
+        let kill = Active {
+            fault: Fault::Kill,
+            targets: vec![3],
+        };
+        let pause = Active {
+            fault: Fault::Pause,
+            targets: vec![1],
+        };
+        assert_eq!(held_down(&[partition, kill, pause]), vec![3]);
+        let stop = Active {
+            fault: Fault::Stop,
+            targets: vec![0, 2],
+        };
+        assert_eq!(held_down(&[stop]), vec![0, 2]);
+        assert!(held_down(&[]).is_empty());
     }
 
     #[test]

@@ -27,15 +27,15 @@
 //! The exit code says whether the scenario showed what it expects: 0 yes, 1 no, 3 the harness
 //! failed. The run is stored like any other, with `scenario.json` beside its report.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
-use logjam_history::{HistoryReader, OpType, Process};
 use serde_json::{Value, json};
 
 use crate::cli::{RunArgs, ScenarioArgs};
 use crate::lab::NetworkMode;
 use crate::lab::sandbox::Privilege;
+use crate::metrics::{self, LeaderChange, LostOnKey};
 use crate::run::{self, Label};
 use crate::timeline::{self, Step};
 
@@ -347,152 +347,81 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
     Ok(if shown { 0 } else { 1 })
 }
 
-/// What a stored run showed, for judging expectations.
-#[derive(Debug, Default)]
-struct Evidence {
-    verdict: String,
-    kinds: Vec<String>,
-    lost: u64,
-    lost_detail: Vec<String>,
-    unclean: Vec<String>,
-    leaderless: Vec<String>,
-    refused: usize,
-}
-
-fn gather(run_dir: &Path) -> anyhow::Result<Evidence> {
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir.join("report.json")).context("no report.json")?,
-    )?;
-    let mut evidence = Evidence {
-        verdict: report["verdict"].as_str().unwrap_or("unknown").to_owned(),
-        lost: report["durability"]["lost"].as_u64().unwrap_or(0),
-        kinds: report["anomalies"]
-            .as_object()
-            .map(|anomalies| anomalies.keys().cloned().collect())
-            .unwrap_or_default(),
-        ..Evidence::default()
-    };
-    for partition in report["durability"]["partitions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let count = partition["lost_count"].as_u64().unwrap_or(0);
-        if count > 0 {
-            let ranges: Vec<String> = partition["offset_ranges"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|range| format!("{}..={}", range["first"], range["last"]))
-                .collect();
-            evidence.lost_detail.push(format!(
-                "(key {}: {count} at offsets {})",
-                partition["key"],
-                ranges.join(", ")
-            ));
-        }
-    }
-    let history = PathBuf::from(run_dir).join("history.jsonl");
-    for op in HistoryReader::open(&history)? {
-        let op = op?;
-        match (op.process, op.f.as_str()) {
-            (Process::Nemesis, "leader-change") => {
-                let value = serde_json::to_value(&op.value)?;
-                let when = format!("{:.1} s", op.time_ns as f64 / 1e9);
-                if value["unclean"].as_bool() == Some(true) {
-                    evidence.unclean.push(format!(
-                        "op {} at {when}: partition {} elected {} (epoch {}) outside the ISR {} \
-                         led by {}",
-                        op.index.0,
-                        value["partition"],
-                        value["leader"],
-                        value["epoch"],
-                        value["previous_isr"],
-                        value["previous_leader"]
-                    ));
-                }
-                if value["leader"].is_null() {
-                    evidence.leaderless.push(format!(
-                        "op {} at {when}: partition {} without a leader (ISR {})",
-                        op.index.0, value["partition"], value["isr"]
-                    ));
-                }
-            }
-            (Process::Client(_), "send")
-                if op.op_type != OpType::Ok
-                    && op.error.as_ref().is_some_and(|e| {
-                        // Kafka's name or the client's (error code 19).
-                        let text = e.to_string();
-                        text.contains("NOT_ENOUGH_REPLICAS") || text.contains("NotEnoughReplicas")
-                    }) =>
-            {
-                evidence.refused += 1;
-            }
-            _ => {}
-        }
-    }
-    Ok(evidence)
-}
-
 fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
-    let evidence = gather(run_dir)?;
-    let first = |list: &[String]| list.first().cloned().unwrap_or_default();
+    let outcome = metrics::outcome(run_dir)?;
+    let kinds: Vec<&str> = outcome.anomalies.keys().map(String::as_str).collect();
+    let first = |changes: &[LeaderChange]| {
+        changes
+            .first()
+            .map(LeaderChange::describe)
+            .unwrap_or_default()
+    };
     let checks: Vec<Value> = scenario
         .expect
         .iter()
         .map(|expect| {
             let (holds, said) = match expect {
                 Expectation::Anomaly(kind) => (
-                    evidence.kinds.contains(kind),
-                    format!("anomalies found: {}", evidence.kinds.join(", ")),
+                    outcome.anomalies.contains_key(kind),
+                    format!("anomalies found: {}", kinds.join(", ")),
                 ),
                 Expectation::Lost => (
-                    evidence.lost > 0,
+                    outcome.lost > 0,
                     format!(
                         "{} acknowledged write(s) lost {}; elections outside the ISR: {}",
-                        evidence.lost,
-                        evidence.lost_detail.join("; "),
-                        if evidence.unclean.is_empty() {
+                        outcome.lost,
+                        outcome
+                            .lost_by_key
+                            .iter()
+                            .map(describe_lost)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                        if outcome.unclean_elections.is_empty() {
                             "none seen".to_owned()
                         } else {
-                            evidence.unclean.join("; ")
+                            outcome
+                                .unclean_elections
+                                .iter()
+                                .map(LeaderChange::describe)
+                                .collect::<Vec<_>>()
+                                .join("; ")
                         }
                     ),
                 ),
                 Expectation::NoLoss => (
-                    evidence.lost == 0,
-                    format!("{} acknowledged write(s) lost", evidence.lost),
+                    outcome.lost == 0,
+                    format!("{} acknowledged write(s) lost", outcome.lost),
                 ),
                 Expectation::UncleanElection => (
-                    !evidence.unclean.is_empty(),
+                    !outcome.unclean_elections.is_empty(),
                     format!(
                         "{} unclean election(s) {}",
-                        evidence.unclean.len(),
-                        first(&evidence.unclean)
+                        outcome.unclean_elections.len(),
+                        first(&outcome.unclean_elections)
                     ),
                 ),
                 Expectation::Unavailable => (
-                    !evidence.leaderless.is_empty(),
+                    !outcome.leaderless.is_empty(),
                     format!(
                         "{} leaderless observation(s) {}",
-                        evidence.leaderless.len(),
-                        first(&evidence.leaderless)
+                        outcome.leaderless.len(),
+                        first(&outcome.leaderless)
                     ),
                 ),
                 Expectation::Refused => (
-                    evidence.refused > 0,
+                    outcome.not_enough_replicas > 0,
                     format!(
                         "{} send(s) refused with NOT_ENOUGH_REPLICAS",
-                        evidence.refused
+                        outcome.not_enough_replicas
                     ),
                 ),
                 Expectation::Valid => (
-                    evidence.verdict == "valid",
-                    format!("verdict {}", evidence.verdict),
+                    outcome.verdict == "valid",
+                    format!("verdict {}", outcome.verdict),
                 ),
                 Expectation::Invalid => (
-                    evidence.verdict == "invalid",
-                    format!("verdict {}", evidence.verdict),
+                    outcome.verdict == "invalid",
+                    format!("verdict {}", outcome.verdict),
                 ),
             };
             json!({"expect": expect.name(), "holds": holds, "evidence": said})
@@ -504,8 +433,23 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
         "description": scenario.description,
         "shown": shown,
         "checks": checks,
-        "verdict": evidence.verdict,
+        "verdict": outcome.verdict,
     }))
+}
+
+/// `(key 0: 165 at offsets 62..=226)`.
+fn describe_lost(lost: &LostOnKey) -> String {
+    let ranges: Vec<String> = lost
+        .offsets
+        .iter()
+        .map(|range| format!("{}..={}", range.first, range.last))
+        .collect();
+    format!(
+        "(key {}: {} at offsets {})",
+        lost.key,
+        lost.count,
+        ranges.join(", ")
+    )
 }
 
 #[cfg(test)]
