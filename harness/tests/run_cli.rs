@@ -338,3 +338,93 @@ fn cluster_up_serves_real_clients_until_ctrl_c() {
         node_processes_under(dir.path()).is_empty()
     });
 }
+
+/// An ordinary user (uid 65534 here, when the tests run as root) gets the same lab: the
+/// harness maps itself to root in a user namespace, builds the per-node network namespaces
+/// and nftables cuts there, and a partitioned run ends VALID. A fault that needs what the
+/// user lacks (FUSE for power loss, when /dev/fuse is root's alone) stops with a message
+/// that names it, exit 3, and leaves no node behind.
+#[test]
+fn an_ordinary_user_gets_the_namespace_lab() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    use std::os::unix::process::CommandExt;
+
+    const NOBODY: u32 = 65_534;
+    let as_root = nix::unistd::geteuid().is_root();
+    // Copies of both binaries the user can run, and a results directory it owns.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let logjam = dir.path().join("logjam");
+    let node = dir.path().join("logjam-node");
+    std::fs::copy(env!("CARGO_BIN_EXE_logjam"), &logjam).unwrap();
+    std::fs::copy(support::node_binary(), &node).unwrap();
+    let results = dir.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    if as_root {
+        chown(&results, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        let _guard = support::one_cluster_at_a_time();
+        let mut command = Command::new(&logjam);
+        command
+            .arg("run")
+            .arg("--results-dir")
+            .arg(&results)
+            .arg("--node-binary")
+            .arg(&node)
+            .args(["--nodes", "3", "--seed", "5", "--rate", "100"])
+            .args(extra)
+            .env_remove("HOME");
+        if as_root {
+            // std drops the supplementary groups too when root sets a uid.
+            command.uid(NOBODY).gid(NOBODY);
+        }
+        command.output().unwrap()
+    };
+
+    let output = run(&[
+        "--time-limit",
+        "10",
+        "--nemesis",
+        "partition",
+        "--nemesis-interval",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a partitioned run as an ordinary user is VALID\n{stderr}"
+    );
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("latest/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run_json["sandbox"], "user-namespace", "{run_json:#}");
+    assert_eq!(run_json["network"], "namespaces", "{run_json:#}");
+    let ops = read_history(&results.join("latest/history.jsonl"));
+    let partitions = ops
+        .iter()
+        .filter(|op| op.process == Process::Nemesis && op.f.as_str().starts_with("partition"))
+        .count();
+    assert!(partitions > 0, "the run partitioned the cluster\n{stderr}");
+    assert!(
+        ops.iter()
+            .filter(|op| op.process == Process::Nemesis && op.f.as_str() == "heal")
+            .count()
+            == partitions,
+        "every partition was healed"
+    );
+
+    let fuse_is_open_to_all =
+        std::fs::metadata("/dev/fuse").is_ok_and(|meta| meta.permissions().mode() & 0o006 == 0o006);
+    if as_root && !fuse_is_open_to_all {
+        let output = run(&["--time-limit", "5", "--nemesis", "power-loss"]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("/dev/fuse"),
+            "the message names /dev/fuse: {stderr}"
+        );
+        assert!(node_processes_under(&results).is_empty());
+    }
+}
