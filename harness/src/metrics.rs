@@ -111,6 +111,9 @@ pub struct LeaderChange {
     pub previous_isr: Vec<String>,
     /// True when the new leader was outside the previous ISR: an unclean election.
     pub unclean: bool,
+    /// For a change that left the partition without a leader: seconds until the watcher saw
+    /// a leader again (`None`: not before the history ends).
+    pub leaderless_seconds: Option<f64>,
 }
 
 impl LeaderChange {
@@ -127,7 +130,14 @@ impl LeaderChange {
         );
         let previous = self.previous_leader.as_deref().unwrap_or("nobody");
         match &self.leader {
-            None => format!("{head} without a leader (ISR [{}])", self.isr.join(", ")),
+            None => format!(
+                "{head} without a leader {} (ISR [{}])",
+                self.leaderless_seconds.map_or_else(
+                    || "until the history ends".to_owned(),
+                    |seconds| format!("for {seconds:.1} s")
+                ),
+                self.isr.join(", ")
+            ),
             Some(leader) if self.unclean => format!(
                 "{head} elected {leader} (epoch {}) outside the ISR [{}] led by {previous}",
                 self.epoch.unwrap_or(-1),
@@ -369,7 +379,16 @@ fn note_nemesis(op: &Op, metrics: &mut HistoryMetrics) {
         previous_leader: text("previous_leader"),
         previous_isr: names("previous_isr"),
         unclean: value.get("unclean").and_then(serde_json::Value::as_bool) == Some(true),
+        leaderless_seconds: None,
     };
+    if change.leader.is_some() {
+        // A leader again: the partition's open leaderless stretch ends here.
+        if let Some(open) = metrics.leaderless.iter_mut().rev().find(|earlier| {
+            earlier.partition == change.partition && earlier.leaderless_seconds.is_none()
+        }) {
+            open.leaderless_seconds = Some(change.time_seconds - open.time_seconds);
+        }
+    }
     if change.leader.is_none() {
         metrics.leaderless.push(change);
     } else if change.unclean {
@@ -577,9 +596,18 @@ mod tests {
                 "kill",
                 r#"{"targets":["n1"]}"#.into(),
             ),
+            // Another partition's leader does not end partition 2's outage; its own does.
+            leader_change(
+                4_000,
+                r#"{"partition":0,"leader":"n3","epoch":6,"isr":["n3"],"previous_leader":"n2","previous_isr":["n2","n3"],"unclean":false}"#,
+            ),
+            leader_change(
+                4_500,
+                r#"{"partition":2,"leader":"n1","epoch":9,"isr":["n1"],"previous_leader":null,"previous_isr":["n1"],"unclean":false}"#,
+            ),
         ]);
         let metrics = scan(&text);
-        assert_eq!(metrics.leader_changes, 3);
+        assert_eq!(metrics.leader_changes, 5);
         let unclean = LeaderChange {
             index: 1,
             time_seconds: 2.5,
@@ -590,6 +618,7 @@ mod tests {
             previous_leader: Some("n1".into()),
             previous_isr: vec!["n1".into()],
             unclean: true,
+            leaderless_seconds: None,
         };
         assert_eq!(metrics.unclean_elections, vec![unclean.clone()]);
         assert_eq!(
@@ -599,7 +628,7 @@ mod tests {
         assert_eq!(metrics.leaderless.len(), 1);
         assert_eq!(
             metrics.leaderless[0].describe(),
-            "op 2 at 3.0 s: partition 2 without a leader (ISR [])"
+            "op 2 at 3.0 s: partition 2 without a leader for 1.5 s (ISR [])"
         );
     }
 

@@ -783,8 +783,8 @@ fn held_down(active: &[Active]) -> Vec<usize> {
 
 /// Puts the lab back as it was before `active`: heals, resumes, frees the disk, and starts
 /// every target that is not running, except the nodes in `held` (down under another fault
-/// still in force).
-fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<()> {
+/// still in force). Returns the nodes it started.
+fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<Vec<usize>> {
     match active.fault {
         Fault::Partition(_) => lab.heal()?,
         Fault::Pause => {
@@ -799,35 +799,26 @@ fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<()>
         }
         _ => {}
     }
+    let mut started = Vec::new();
     for &node in &active.targets {
         if !lab.nodes[node].is_running() && !held.contains(&node) {
             lab.start_node(node)?;
+            started.push(node);
         }
     }
-    Ok(())
+    Ok(started)
 }
 
-/// Undoes `active` and records the undo; nodes in `held` stay down.
+/// Undoes `active` and records the undo; nodes in `held` stay down. The op's `started`
+/// names the nodes the undo brought up: the targets of a kill's restart, and, for a fault
+/// that does not kill, a target that died under it anyway (a full disk can make a node give
+/// up).
 fn undo(lab: &mut Lab, recorder: &Recorder, active: Active, held: &[usize]) -> anyhow::Result<()> {
-    // A node that died under a fault that does not kill (a full disk can make a node give
-    // up) is restarted by the undo too; the history says so.
-    let crashed: Vec<String> = match active.fault {
-        Fault::Kill | Fault::Stop | Fault::PowerLoss | Fault::Corrupt => Vec::new(),
-        _ => {
-            let mut crashed = Vec::new();
-            for &node in &active.targets {
-                if !lab.nodes[node].is_running() && !held.contains(&node) {
-                    crashed.push(lab.nodes[node].name());
-                }
-            }
-            crashed
-        }
-    };
-    restore(lab, &active, held)?;
+    let started = restore(lab, &active, held)?;
     let mut value = serde_json::Map::new();
     value.insert("targets".into(), json!(names(lab, &active.targets)));
-    if !crashed.is_empty() {
-        value.insert("restarted".into(), json!(crashed));
+    if !started.is_empty() {
+        value.insert("started".into(), json!(names(lab, &started)));
     }
     recorder.record(
         Process::Nemesis,

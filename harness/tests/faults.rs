@@ -51,9 +51,12 @@ fn history(results: &Path) -> Vec<Op> {
     ops
 }
 
+fn value(op: &Op) -> serde_json::Value {
+    serde_json::to_value(&op.value).unwrap()
+}
+
 fn targets(op: &Op) -> serde_json::Value {
-    let value = serde_json::to_value(&op.value).unwrap();
-    value["targets"].clone()
+    value(op)["targets"].clone()
 }
 
 /// Runs `fault` for a short while and checks the history's nemesis ops: at least one fault
@@ -115,6 +118,13 @@ fn run_fault_on(nodes: usize, fault: &str, undo: &str, expect_valid: bool) {
             targets(undone),
             "the undo has the fault's targets"
         );
+        if matches!(undo, "restart" | "start") {
+            assert_eq!(
+                value(undone)["started"],
+                targets(done),
+                "the undo brought the targets back up"
+            );
+        }
     }
     let last_undo = nemesis.last().unwrap().index;
     assert!(
@@ -224,4 +234,30 @@ fn power_loss_of_every_node_loses_acknowledged_writes_that_kill_keeps() {
         "no fsync by default, so the power loss loses: {report}"
     );
     assert!(lost_writes(&report) > 0, "{report}");
+}
+
+/// Faults overlap in a script: healing a partition must not bring back a node that a kill
+/// still holds down (it once did, and the unclean-election twins then raced the old leader's
+/// return); the kill's own restart brings it back.
+#[test]
+fn healing_a_partition_leaves_a_killed_node_down() {
+    let results = tempfile::tempdir().unwrap();
+    let (code, report) = scripted(
+        results.path(),
+        "2 kill n1\n3 partition-one n2\n5 heal\n8 restart\n",
+    );
+    assert!(matches!(code, Some(0..=2)), "{report}");
+    let ops = history(results.path());
+    let undo = |f: &str| {
+        ops.iter()
+            .find(|op| op.process == Process::Nemesis && op.f.as_str() == f)
+            .map(value)
+            .unwrap_or_else(|| panic!("no {f} in the history"))
+    };
+    assert_eq!(
+        undo("heal").get("started"),
+        None,
+        "the heal started nothing"
+    );
+    assert_eq!(undo("restart")["started"], serde_json::json!(["n1"]));
 }
