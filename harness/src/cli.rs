@@ -71,6 +71,11 @@ pub struct ClusterUpArgs {
     pub network: NetworkMode,
 }
 
+/// `logjam run`'s default faults.
+pub const DEFAULT_NEMESIS: &str = "kill,pause,partition";
+/// `logjam run`'s default seconds between a fault and its undo.
+pub const DEFAULT_NEMESIS_INTERVAL: u64 = 5;
+
 /// Arguments of `logjam run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -97,14 +102,14 @@ pub struct RunArgs {
     /// Faults, comma-separated, drawn at random one at a time: kill, stop, pause, partition
     /// (any kind) or partition-one, -minority, -majorities-ring, -bridge, -leader, -one-way,
     /// power-loss, corrupt, disk-full; `none` for a fault-free run.
-    #[arg(long, default_value = "kill,pause,partition")]
+    #[arg(long, default_value = DEFAULT_NEMESIS)]
     pub nemesis: String,
     /// A scripted fault timeline to follow instead of the random schedule (format: see
     /// `logjam run --help` and harness/src/timeline.rs; examples in scenarios/).
     #[arg(long, value_name = "FILE")]
     pub nemesis_script: Option<PathBuf>,
     /// Seconds between a fault and its undo, and between an undo and the next fault.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = DEFAULT_NEMESIS_INTERVAL)]
     pub nemesis_interval: u64,
     /// The seed of the workload and fault schedule (default: from the clock; printed).
     #[arg(long)]

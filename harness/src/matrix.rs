@@ -34,7 +34,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::cli::{EXIT_HARNESS_FAILED, MatrixArgs, RunArgs};
+use crate::cli::{
+    DEFAULT_NEMESIS, DEFAULT_NEMESIS_INTERVAL, EXIT_HARNESS_FAILED, MatrixArgs, RunArgs,
+};
 use crate::metrics::{self, RunOutcome};
 use crate::run::timestamp;
 
@@ -45,13 +47,9 @@ const DEFAULT_SWEEP: &[&str] = &[
     "unclean.leader.election.enable=false,true",
 ];
 
-/// `logjam run`'s default faults, which the matrix replaces with [`MATRIX_NEMESIS`].
-const RUN_DEFAULT_NEMESIS: &str = "kill,pause,partition";
-/// The matrix's default faults: the two that move leadership and lose unreplicated writes.
+/// The matrix's default faults, in place of `logjam run`'s: the two that move leadership and
+/// lose unreplicated writes.
 const MATRIX_NEMESIS: &str = "kill,partition";
-/// `logjam run`'s default `--nemesis-interval`, which the matrix's default faults replace
-/// with [`MATRIX_INTERVAL`].
-const RUN_DEFAULT_INTERVAL: u64 = 5;
 /// With the default faults, each lasts 15 s: longer than `broker.session.timeout.ms` (9 s),
 /// so a partitioned or killed leader is replaced while it is away, which is what separates
 /// the cells (with 5 s faults every cell of the default sweep came out valid, 0 lost).
@@ -66,20 +64,7 @@ const DURABILITY_KINDS: &[&str] = &["lost-write", "unseen-lost"];
 /// # Errors
 /// Bad `--set` values, or a matrix directory that cannot be written.
 pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
-    let mut owned = args.clone();
-    if owned.run.nemesis == RUN_DEFAULT_NEMESIS
-        && owned.run.nemesis_interval == RUN_DEFAULT_INTERVAL
-    {
-        owned.run.nemesis_interval = MATRIX_INTERVAL;
-    }
-    let interval_defaulted = owned.run.nemesis_interval != args.run.nemesis_interval;
-    let args = &owned;
-    if interval_defaulted {
-        eprintln!(
-            "logjam matrix: each fault lasts {MATRIX_INTERVAL} s (the matrix's default; \
-             --nemesis-interval to choose)"
-        );
-    }
+    let args = &with_matrix_faults(args);
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -90,11 +75,6 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
         args.run.set.clone()
     };
     let sweep = Sweep::parse(&sets)?;
-    let nemesis = if args.run.nemesis == RUN_DEFAULT_NEMESIS {
-        MATRIX_NEMESIS
-    } else {
-        args.run.nemesis.as_str()
-    };
     let cells = sweep.cells();
     let started = SystemTime::now();
     let dir = args
@@ -102,7 +82,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
         .results_dir
         .join(format!("{}-matrix", timestamp(started, true)));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    print_plan(args, &sweep, defaulted, nemesis, cells.len(), &dir);
+    print_plan(args, &sweep, defaulted, cells.len(), &dir);
 
     let base_seed = args.run.seed.unwrap_or_else(clock_seed);
     let total = cells.len() * args.runs as usize;
@@ -113,7 +93,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
             let index = i * args.runs as usize + j;
             let child = ChildSpec {
                 label: format!("cell{} run{}", i + 1, j + 1),
-                options: run_options(&args.run, nemesis, &cell.settings),
+                options: run_options(&args.run, &cell.settings),
                 seed: base_seed.wrapping_add(index as u64),
                 results_dir: dir.join(format!("cell{}-run{}", i + 1, j + 1)),
             };
@@ -134,7 +114,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
     let report = MatrixReport {
         started: timestamp(started, false),
         dir: dir.clone(),
-        nemesis: nemesis.to_owned(),
+        nemesis: args.run.nemesis.clone(),
         common_settings: sweep.fixed_settings(),
         swept: sweep.swept_keys(),
         runs_per_cell: args.runs,
@@ -153,30 +133,39 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
     Ok(if failed { EXIT_HARNESS_FAILED } else { 0 })
 }
 
-fn print_plan(
-    args: &MatrixArgs,
-    sweep: &Sweep,
-    defaulted: bool,
-    nemesis: &str,
-    cells: usize,
-    dir: &Path,
-) {
+/// `args` with `logjam run`'s default faults replaced by the matrix's, and, with them, its
+/// default fault duration; says so.
+fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
+    let mut args = args.clone();
+    if args.run.nemesis == DEFAULT_NEMESIS {
+        args.run.nemesis = MATRIX_NEMESIS.to_owned();
+        eprintln!(
+            "logjam matrix: faults {MATRIX_NEMESIS} (the matrix's default; --nemesis to choose)"
+        );
+        if args.run.nemesis_interval == DEFAULT_NEMESIS_INTERVAL {
+            args.run.nemesis_interval = MATRIX_INTERVAL;
+            eprintln!(
+                "logjam matrix: each fault lasts {MATRIX_INTERVAL} s (the matrix's default; \
+                 --nemesis-interval to choose)"
+            );
+        }
+    }
+    args
+}
+
+fn print_plan(args: &MatrixArgs, sweep: &Sweep, defaulted: bool, cells: usize, dir: &Path) {
     if defaulted {
         eprintln!(
             "logjam matrix: no --set given: sweeping the default {} (replication factor 3)",
             DEFAULT_SWEEP.join(" x ")
         );
     }
-    if args.run.nemesis == RUN_DEFAULT_NEMESIS {
-        eprintln!(
-            "logjam matrix: faults {MATRIX_NEMESIS} (the matrix's default; --nemesis to choose)"
-        );
-    }
     let fixed = sweep.fixed_settings();
     eprintln!(
-        "logjam matrix: {cells} cell(s) x {} run(s), {} s each, faults {nemesis}{}; stored in {}",
+        "logjam matrix: {cells} cell(s) x {} run(s), {} s each, faults {}{}; stored in {}",
         args.runs,
         args.run.time_limit,
+        args.run.nemesis,
         if fixed.is_empty() {
             String::new()
         } else {
@@ -187,7 +176,7 @@ fn print_plan(
 }
 
 /// The `logjam run` options every run of a cell gets (all but the seed and results dir).
-fn run_options(run: &RunArgs, nemesis: &str, settings: &[String]) -> Vec<OsString> {
+fn run_options(run: &RunArgs, settings: &[String]) -> Vec<OsString> {
     let mut options: Vec<OsString> = vec![
         "--nodes".into(),
         run.nodes.to_string().into(),
@@ -200,7 +189,7 @@ fn run_options(run: &RunArgs, nemesis: &str, settings: &[String]) -> Vec<OsStrin
         "--keys".into(),
         run.keys.to_string().into(),
         "--nemesis".into(),
-        nemesis.into(),
+        run.nemesis.clone().into(),
         "--nemesis-interval".into(),
         run.nemesis_interval.to_string().into(),
     ];
@@ -692,6 +681,36 @@ mod tests {
 
     fn sets(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn matrix_args(argv: &[&str]) -> MatrixArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["logjam", "matrix"].iter().chain(argv))
+            .expect("arguments parse");
+        match cli.command {
+            crate::cli::Command::Matrix(args) => args,
+            _ => unreachable!("a matrix command"),
+        }
+    }
+
+    #[test]
+    fn run_default_faults_become_the_matrix_faults_and_last_longer() {
+        let args = with_matrix_faults(&matrix_args(&[]));
+        assert_eq!(
+            (args.run.nemesis.as_str(), args.run.nemesis_interval),
+            (MATRIX_NEMESIS, MATRIX_INTERVAL)
+        );
+        // A chosen interval stays, and chosen faults keep run's interval.
+        let args = with_matrix_faults(&matrix_args(&["--nemesis-interval", "7"]));
+        assert_eq!(
+            (args.run.nemesis.as_str(), args.run.nemesis_interval),
+            (MATRIX_NEMESIS, 7)
+        );
+        let args = with_matrix_faults(&matrix_args(&["--nemesis", "pause"]));
+        assert_eq!(
+            (args.run.nemesis.as_str(), args.run.nemesis_interval),
+            ("pause", DEFAULT_NEMESIS_INTERVAL)
+        );
     }
 
     #[test]

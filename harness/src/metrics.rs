@@ -89,28 +89,40 @@ pub struct RefusedTime {
     pub never_acknowledged: Vec<i64>,
 }
 
-/// A change of a partition's leader, epoch or ISR, as the run's leader watcher recorded it
-/// (a `leader-change` nemesis op).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LeaderChange {
-    /// The history index of the op.
-    pub index: u64,
-    /// Its time, seconds since the run started.
-    pub time_seconds: f64,
+/// The function name of the leader watcher's ops.
+pub const LEADER_CHANGE: &str = "leader-change";
+
+/// The value of a `leader-change` op: a change of a partition's leader, epoch or ISR that the
+/// run's leader watcher saw in the cluster's metadata. `run` writes it, this module reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeadershipChange {
     /// The partition.
-    pub partition: Option<i64>,
+    pub partition: i64,
     /// The new leader (`None`: the partition has no leader, it is offline).
     pub leader: Option<String>,
     /// The new leader epoch.
-    pub epoch: Option<i64>,
+    pub epoch: i64,
     /// The new ISR.
     pub isr: Vec<String>,
     /// The leader before the change.
     pub previous_leader: Option<String>,
     /// The ISR before the change.
     pub previous_isr: Vec<String>,
-    /// True when the new leader was outside the previous ISR: an unclean election.
+    /// True when the new leader was outside the previous ISR: an unclean election (or one
+    /// the watcher saw only part of).
     pub unclean: bool,
+}
+
+/// A `leader-change` op of a stored run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LeaderChange {
+    /// The history index of the op.
+    pub index: u64,
+    /// Its time, seconds since the run started.
+    pub time_seconds: f64,
+    /// What changed.
+    #[serde(flatten)]
+    pub change: LeadershipChange,
     /// For a change that left the partition without a leader: seconds until the watcher saw
     /// a leader again (`None`: not before the history ends).
     pub leaderless_seconds: Option<f64>,
@@ -121,32 +133,30 @@ impl LeaderChange {
     /// outside the ISR [n4] led by n4`.
     #[must_use]
     pub fn describe(&self) -> String {
-        let partition = self
-            .partition
-            .map_or_else(|| "?".to_owned(), |p| p.to_string());
+        let change = &self.change;
         let head = format!(
-            "op {} at {:.1} s: partition {partition}",
-            self.index, self.time_seconds
+            "op {} at {:.1} s: partition {}",
+            self.index, self.time_seconds, change.partition
         );
-        let previous = self.previous_leader.as_deref().unwrap_or("nobody");
-        match &self.leader {
+        match &change.leader {
             None => format!(
                 "{head} without a leader {} (ISR [{}])",
                 self.leaderless_seconds.map_or_else(
                     || "until the history ends".to_owned(),
                     |seconds| format!("for {seconds:.1} s")
                 ),
-                self.isr.join(", ")
+                change.isr.join(", ")
             ),
-            Some(leader) if self.unclean => format!(
-                "{head} elected {leader} (epoch {}) outside the ISR [{}] led by {previous}",
-                self.epoch.unwrap_or(-1),
-                self.previous_isr.join(", ")
+            Some(leader) if change.unclean => format!(
+                "{head} elected {leader} (epoch {}) outside the ISR [{}] led by {}",
+                change.epoch,
+                change.previous_isr.join(", "),
+                change.previous_leader.as_deref().unwrap_or("nobody")
             ),
             Some(leader) => format!(
                 "{head} led by {leader} (epoch {}), ISR [{}]",
-                self.epoch.unwrap_or(-1),
-                self.isr.join(", ")
+                change.epoch,
+                change.isr.join(", ")
             ),
         }
     }
@@ -350,48 +360,34 @@ fn scan_history<R: BufRead>(reader: HistoryReader<R>) -> anyhow::Result<HistoryM
 }
 
 /// Counts a `leader-change` completion and keeps it when it was unclean or left the
-/// partition without a leader.
+/// partition without a leader; a leader again closes the partition's open leaderless stretch.
 fn note_nemesis(op: &Op, metrics: &mut HistoryMetrics) {
-    if op.f.as_str() != "leader-change" || op.op_type == OpType::Invoke {
+    if op.f.as_str() != LEADER_CHANGE || op.op_type == OpType::Invoke {
         return;
     }
     metrics.leader_changes += 1;
     let logjam_history::OpValue::Json(value) = &op.value else {
         return;
     };
-    let text = |field: &str| value.get(field).and_then(|v| v.as_str()).map(str::to_owned);
-    let names = |field: &str| -> Vec<String> {
-        value
-            .get(field)
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|name| name.as_str().map(str::to_owned))
-            .collect()
+    let Ok(change) = LeadershipChange::deserialize(value) else {
+        return;
     };
     let change = LeaderChange {
         index: op.index.0,
         time_seconds: seconds(op.time_ns),
-        partition: value.get("partition").and_then(serde_json::Value::as_i64),
-        leader: text("leader"),
-        epoch: value.get("epoch").and_then(serde_json::Value::as_i64),
-        isr: names("isr"),
-        previous_leader: text("previous_leader"),
-        previous_isr: names("previous_isr"),
-        unclean: value.get("unclean").and_then(serde_json::Value::as_bool) == Some(true),
+        change,
         leaderless_seconds: None,
     };
-    if change.leader.is_some() {
-        // A leader again: the partition's open leaderless stretch ends here.
-        if let Some(open) = metrics.leaderless.iter_mut().rev().find(|earlier| {
-            earlier.partition == change.partition && earlier.leaderless_seconds.is_none()
-        }) {
-            open.leaderless_seconds = Some(change.time_seconds - open.time_seconds);
-        }
-    }
-    if change.leader.is_none() {
+    if change.change.leader.is_none() {
         metrics.leaderless.push(change);
-    } else if change.unclean {
+        return;
+    }
+    if let Some(open) = metrics.leaderless.iter_mut().rev().find(|earlier| {
+        earlier.change.partition == change.change.partition && earlier.leaderless_seconds.is_none()
+    }) {
+        open.leaderless_seconds = Some(change.time_seconds - open.time_seconds);
+    }
+    if change.change.unclean {
         metrics.unclean_elections.push(change);
     }
 }
@@ -611,13 +607,15 @@ mod tests {
         let unclean = LeaderChange {
             index: 1,
             time_seconds: 2.5,
-            partition: Some(1),
-            leader: Some("n3".into()),
-            epoch: Some(7),
-            isr: vec!["n3".into()],
-            previous_leader: Some("n1".into()),
-            previous_isr: vec!["n1".into()],
-            unclean: true,
+            change: LeadershipChange {
+                partition: 1,
+                leader: Some("n3".into()),
+                epoch: 7,
+                isr: vec!["n3".into()],
+                previous_leader: Some("n1".into()),
+                previous_isr: vec!["n1".into()],
+                unclean: true,
+            },
             leaderless_seconds: None,
         };
         assert_eq!(metrics.unclean_elections, vec![unclean.clone()]);

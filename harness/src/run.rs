@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::lab::{self, Lab, LabSpec, NetworkMode};
+use crate::metrics::{LEADER_CHANGE, LeadershipChange};
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{self, Action, Step, Targets as ScriptTargets};
 
@@ -331,7 +332,7 @@ async fn drive(
                             eprintln!("logjam: script line {}: nothing to {name}", step.line);
                         }
                         for fault in due {
-                            undo(lab, &recorder, fault, &held_down(&active))?;
+                            undo(lab, &recorder, fault, &active)?;
                         }
                     }
                     Action::Cut(a, b) => {
@@ -367,7 +368,7 @@ async fn drive(
         }
         next_fault += interval;
         match active.pop() {
-            Some(fault) => undo(lab, &recorder, fault, &held_down(&active))?,
+            Some(fault) => undo(lab, &recorder, fault, &active)?,
             None => {
                 let fault = faults[nemesis_rng.random_range(0..faults.len())];
                 active.extend(
@@ -388,7 +389,7 @@ async fn drive(
     // Heal first: a client blocked on a dead or paused node would otherwise hold the join
     // (and the run) for its whole send timeout.
     while let Some(fault) = active.pop() {
-        undo(lab, &recorder, fault, &held_down(&active))?;
+        undo(lab, &recorder, fault, &active)?;
     }
     let mut finished = Vec::new();
     while let Some(joined) = clients.join_next().await {
@@ -463,20 +464,23 @@ async fn watch_leaders(bootstrap: String, topic: String, recorder: Arc<Recorder>
             let unclean = now.leader.is_some_and(|leader| {
                 before.leader != Some(leader) && !before.isr.contains(&leader)
             });
-            let value = json!({
-                "partition": key,
-                "leader": now.leader.map(name),
-                "epoch": now.epoch,
-                "isr": now.isr.iter().copied().map(name).collect::<Vec<_>>(),
-                "previous_leader": before.leader.map(name),
-                "previous_isr": before.isr.iter().copied().map(name).collect::<Vec<_>>(),
-                "unclean": unclean,
-            });
+            let change = LeadershipChange {
+                partition: key.into(),
+                leader: now.leader.map(name),
+                epoch: now.epoch.into(),
+                isr: now.isr.iter().copied().map(name).collect(),
+                previous_leader: before.leader.map(name),
+                previous_isr: before.isr.iter().copied().map(name).collect(),
+                unclean,
+            };
+            let Ok(value) = serde_json::to_value(&change) else {
+                return;
+            };
             if recorder
                 .record(
                     Process::Nemesis,
                     OpType::Info,
-                    Function::from_name("leader-change"),
+                    Function::from_name(LEADER_CHANGE),
                     OpValue::Json(value),
                     None,
                 )
@@ -809,12 +813,17 @@ fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<Vec
     Ok(started)
 }
 
-/// Undoes `active` and records the undo; nodes in `held` stay down. The op's `started`
-/// names the nodes the undo brought up: the targets of a kill's restart, and, for a fault
-/// that does not kill, a target that died under it anyway (a full disk can make a node give
-/// up).
-fn undo(lab: &mut Lab, recorder: &Recorder, active: Active, held: &[usize]) -> anyhow::Result<()> {
-    let started = restore(lab, &active, held)?;
+/// Undoes `active` and records the undo; nodes that faults `still` in force hold down stay
+/// down. The op's `started` names the nodes the undo brought up: the targets of a kill's
+/// restart, and, for a fault that does not kill, a target that died under it anyway (a full
+/// disk can make a node give up).
+fn undo(
+    lab: &mut Lab,
+    recorder: &Recorder,
+    active: Active,
+    still: &[Active],
+) -> anyhow::Result<()> {
+    let started = restore(lab, &active, &held_down(still))?;
     let mut value = serde_json::Map::new();
     value.insert("targets".into(), json!(names(lab, &active.targets)));
     if !started.is_empty() {

@@ -51,12 +51,8 @@ fn history(results: &Path) -> Vec<Op> {
     ops
 }
 
-fn value(op: &Op) -> serde_json::Value {
-    serde_json::to_value(&op.value).unwrap()
-}
-
 fn targets(op: &Op) -> serde_json::Value {
-    value(op)["targets"].clone()
+    support::value(op)["targets"].clone()
 }
 
 /// Runs `fault` for a short while and checks the history's nemesis ops: at least one fault
@@ -120,7 +116,7 @@ fn run_fault_on(nodes: usize, fault: &str, undo: &str, expect_valid: bool) {
         );
         if matches!(undo, "restart" | "start") {
             assert_eq!(
-                value(undone)["started"],
+                support::value(undone)["started"],
                 targets(done),
                 "the undo brought the targets back up"
             );
@@ -251,7 +247,7 @@ fn healing_a_partition_leaves_a_killed_node_down() {
     let undo = |f: &str| {
         ops.iter()
             .find(|op| op.process == Process::Nemesis && op.f.as_str() == f)
-            .map(value)
+            .map(support::value)
             .unwrap_or_else(|| panic!("no {f} in the history"))
     };
     assert_eq!(

@@ -70,7 +70,6 @@ fn io(c: &mut Criterion) {
     let mut group = c.benchmark_group("lose_unsynced");
     group.sample_size(10);
     let cached: u64 = 64 << 20;
-    group.throughput(Throughput::Bytes(cached));
     group.bench_function("64MiB_in_16_files", |b| {
         b.iter_batched(
             || {

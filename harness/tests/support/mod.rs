@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+
+use logjam_history::Op;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
@@ -27,4 +29,9 @@ pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
     ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// An op's value as JSON (nemesis ops carry objects: targets, started, ...).
+pub fn value(op: &Op) -> serde_json::Value {
+    serde_json::to_value(&op.value).expect("an op's value serializes")
 }
