@@ -94,7 +94,7 @@ pub const LEADER_CHANGE: &str = "leader-change";
 
 /// The value of a `leader-change` op: a change of a partition's leader, epoch or ISR that the
 /// run's leader watcher saw in the cluster's metadata. `run` writes it, this module reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeadershipChange {
     /// The partition.
     pub partition: i64,
@@ -114,7 +114,7 @@ pub struct LeadershipChange {
 }
 
 /// A `leader-change` op of a stored run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaderChange {
     /// The history index of the op.
     pub index: u64,
