@@ -49,13 +49,16 @@ pub enum AnomalyKind {
     GSingle,
     /// A dependency cycle with two or more rw edges.
     G2,
+    /// An ok read returned some but not all records of one op's send: it stopped right before
+    /// another record of an op it read from (intermediate/fractured read of one write).
+    PartialRead,
     /// No real-time order of a partition's sends and reads explains what they observed.
     NonlinearizableLog,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 19] = [
+    pub const ALL: [AnomalyKind; 20] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -74,6 +77,7 @@ impl AnomalyKind {
         AnomalyKind::G1c,
         AnomalyKind::GSingle,
         AnomalyKind::G2,
+        AnomalyKind::PartialRead,
         AnomalyKind::NonlinearizableLog,
     ];
 
@@ -98,6 +102,7 @@ impl AnomalyKind {
             AnomalyKind::G1c => "G1c",
             AnomalyKind::GSingle => "G-single",
             AnomalyKind::G2 => "G2",
+            AnomalyKind::PartialRead => "partial-read",
             AnomalyKind::NonlinearizableLog => "nonlinearizable-log",
         }
     }
@@ -266,6 +271,15 @@ impl Anomalies {
     /// The count of one kind (0 when absent).
     pub fn count(&self, kind: AnomalyKind) -> u64 {
         self.groups.get(&kind).map_or(0, |g| g.count)
+    }
+
+    /// True when a witness of `kind` names `key`. Once witnesses were dropped (past
+    /// [`Self::WITNESS_LIMIT`]) every key reads as present: the safe answer for a caller that
+    /// must not assume the kind's absence.
+    pub fn has_key(&self, kind: AnomalyKind, key: Key) -> bool {
+        self.groups
+            .get(&kind)
+            .is_some_and(|g| g.truncated || g.witnesses.iter().any(|w| w.key == Some(key)))
     }
 
     /// The groups, by kind.

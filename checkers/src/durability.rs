@@ -148,18 +148,25 @@ pub(crate) fn report(
                 .offset
                 .zip(log_end)
                 .is_some_and(|(offset, end)| offset.0 >= end);
-            let reason = match proven_lost.get(&(send.key, send.value)) {
-                Some(kind) => format!("{kind}"),
-                None if covered => {
+            let detail = if covered {
+                Some(
                     "a final read returned records on both sides of it but not it (truncated)"
-                        .to_owned()
-                }
-                None if beyond_end => format!(
+                        .to_owned(),
+                )
+            } else if beyond_end {
+                Some(format!(
                     "acknowledged at an offset the log no longer has: the final reads read the \
                      whole log, which ends at {}",
                     log_end.unwrap_or_default()
-                ),
-                None => {
+                ))
+            } else {
+                None
+            };
+            let reason = match (proven_lost.get(&(send.key, send.value)), detail) {
+                (Some(kind), Some(detail)) => format!("{kind}: {detail}"),
+                (Some(kind), None) => kind.to_string(),
+                (None, Some(detail)) => detail,
+                (None, None) => {
                     entry.1 += 1;
                     report.unconfirmed += 1;
                     continue;

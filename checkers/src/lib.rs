@@ -35,10 +35,10 @@
 //! | `aborted-read` (G1a) | an ok op read a value only a failed op sent | [`queue::aborted`] | bad |
 //! | `precommitted-read` | an op read a value it sent itself | [`queue::aborted`] | bad |
 //! | `lost-write` | a committed value never read although ok reads returned a later index | [`queue::loss`] | bad |
-//! | `unseen-lost` | a committed value never read; the final reads read past where it must be (by offset, or a value sent after it was acknowledged) | [`queue::loss`] | bad |
+//! | `unseen-lost` | a committed value never read; the final reads reached it: they read past its known offset, or the `log-end` op says they read the whole log, or (offset unknown) they read a linearizable log from offset 0 to a value sent after it was acknowledged | [`queue::loss`] | bad |
 //! | `unseen` | a committed value never read and nothing read far enough: late or lost, unknown | [`queue::loss`] | bad |
 //! | `nonmonotonic-send` | a process's send landed at or before its previous acknowledged send | [`queue::ordering`] | bad |
-//! | `nonmonotonic-poll` | a process's poll started at or before where its previous ok poll ended | [`queue::ordering`] | bad; allowed with subscribe |
+//! | `nonmonotonic-poll` | a process's poll started at or before where its previous ok poll ended (positions survive assignments that keep the key) | [`queue::ordering`] | bad; allowed with subscribe |
 //! | `poll-skip` | a process's poll started past the record after its previous ok poll's last | [`queue::ordering`] | bad; allowed with subscribe |
 //! | `int-poll-skip` | inside one op, consecutive reads of a key skip records | [`queue::ordering`] | bad |
 //! | `int-nonmonotonic-poll` | inside one op, consecutive reads of a key go back or repeat | [`queue::ordering`] | bad |
@@ -48,6 +48,7 @@
 //! | `G1c` | cycle of ww/wr edges, ≥ 1 wr | [`queue::cycles`] | allowed with ww edges, else bad |
 //! | `G-single` | cycle with exactly one rw edge | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
+//! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless `read_committed` |
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when

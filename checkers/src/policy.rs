@@ -22,6 +22,10 @@ pub struct QueueOptions {
     /// that stopped at v_i does not prove v_(i+1) absent, so rw edges prove nothing and
     /// G-single/G2 are allowed unless this is set.
     pub snapshot_reads: bool,
+    /// Consumers read with `isolation.level=read_committed` (header `config.isolation_level`):
+    /// the sends they read are transactions, which are all-or-nothing to such readers, so a
+    /// partial read of one is bad. Plain sends are not atomic to readers.
+    pub read_committed: bool,
 }
 
 impl Default for QueueOptions {
@@ -30,6 +34,7 @@ impl Default for QueueOptions {
             ww_edges: true,
             subscribe: false,
             snapshot_reads: false,
+            read_committed: false,
         }
     }
 }
@@ -49,6 +54,11 @@ impl QueueOptions {
             snapshot_reads: header
                 .config_bool("snapshot_reads")
                 .unwrap_or(defaults.snapshot_reads),
+            read_committed: header
+                .config
+                .get("isolation_level")
+                .and_then(|v| v.as_str())
+                .map_or(defaults.read_committed, |v| v == "read_committed"),
         }
     }
 }
@@ -88,6 +98,13 @@ impl Policy {
             allowed.insert(
                 AnomalyKind::G1c,
                 "with ww edges inferred, t0 <ww t1 <wr t0 follows from the lack of write isolation"
+                    .to_owned(),
+            );
+        }
+        if !options.read_committed {
+            allowed.insert(
+                AnomalyKind::PartialRead,
+                "plain sends are not atomic to readers: a poll may end between one send's records"
                     .to_owned(),
             );
         }

@@ -126,12 +126,13 @@ impl QueueChecker {
         let mut anomalies = Anomalies::default();
         offsets::check(index, &mut anomalies);
         aborted::check(index, &mut anomalies);
+        let linearizability = realtime::check_logs(index, &mut anomalies);
+        let linearizable = realtime::linearizable_keys(index, &linearizability, &anomalies);
         let last_nemesis = self.nemesis.iter().map(|n| n.time_ns).max();
         let finals = loss::FinalReads::compute(index, last_nemesis);
-        let proven_lost = loss::check(index, &finals, &mut anomalies);
+        let proven_lost = loss::check(index, &finals, &linearizable, &mut anomalies);
         ordering::check(index, &mut anomalies);
         self.stats.graph = cycles::check(index, options.ww_edges, &mut anomalies);
-        let linearizability = realtime::check_logs(index, &mut anomalies);
         let durability = durability::report(
             &self.header,
             index,

@@ -12,6 +12,14 @@
 //! Cycle classes (Adya; Elle's names): **G0** ww edges only; **G1c** ww and wr with at least
 //! one wr; **G-single** exactly one rw; **G2** two or more rw.
 //!
+//! **partial-read** is not a cycle class: when T1 read some of T2's records (wr T2 → T1) and
+//! stopped, on some key, right before another of T2's records, the rw edge T1 → T2 would
+//! close the two-op cycle T1 -rw-> T2 -wr-> T1. That is one op observing part of one write
+//! (Adya's intermediate read G1b on one key, a fractured read across keys), not two ops each
+//! missing the other: it is reported as `partial-read` and the rw edge is left out, so
+//! G-single and G2 are only ever cycles through other ops. A longer cycle that needed that
+//! very rw edge can then be missed (never invented).
+//!
 //! Graph: a petgraph `Csr` (compressed sparse rows: one contiguous adjacency array, the
 //! cache-friendly layout for a million ops). Parallel relations between the same two ops
 //! are merged into one edge carrying the strongest-for-cycles relation (ww, then wr, then rw):
@@ -91,7 +99,7 @@ pub struct GraphStats {
 /// Builds the graph, finds cycles, reports them.
 pub(crate) fn check(index: &QueueIndex, ww_edges: bool, out: &mut Anomalies) -> GraphStats {
     let mut stats = GraphStats::default();
-    let mut edges = build_edges(index, ww_edges, &mut stats);
+    let mut edges = build_edges(index, ww_edges, &mut stats, out);
     let node_count = index.ops.len();
     let mut has_edge = vec![false; node_count];
     for &(a, b, _) in &edges {
@@ -226,7 +234,12 @@ fn implied_by_next_read(index: &QueueIndex, read: &ReadRecord, next: Option<&Rea
         && index.committed_writer_of(next).is_some()
 }
 
-fn build_edges(index: &QueueIndex, ww_edges: bool, stats: &mut GraphStats) -> Vec<Step> {
+fn build_edges(
+    index: &QueueIndex,
+    ww_edges: bool,
+    stats: &mut GraphStats,
+    out: &mut Anomalies,
+) -> Vec<Step> {
     let mut edges: Vec<Step> = Vec::with_capacity(index.ops.len() * 2);
     let committed = |writer: OpId| writer != NO_OP && index.ops[writer as usize].committed;
     if ww_edges {
@@ -252,12 +265,15 @@ fn build_edges(index: &QueueIndex, ww_edges: bool, stats: &mut GraphStats) -> Ve
     }
     // Highest read index per key of the current op.
     let mut highest: Vec<(KeyId, u32)> = Vec::new();
+    // Committed writers the current op read from, with one record read from each.
+    let mut read_from: Vec<(OpId, KeyId, u32)> = Vec::new();
     for (id, record) in index.ops.iter().enumerate() {
         let id = id as OpId;
         if record.op.outcome != logjam_history::Outcome::Ok || record.reads.is_empty() {
             continue;
         }
         highest.clear();
+        read_from.clear();
         let reads = &index.reads[range(&record.reads)];
         let mut last_edge: Option<(OpId, KeyId)> = None;
         for (j, read) in reads.iter().enumerate() {
@@ -268,6 +284,9 @@ fn build_edges(index: &QueueIndex, ww_edges: bool, stats: &mut GraphStats) -> Ve
             let Some(writer) = index.committed_writer_of(read) else {
                 continue;
             };
+            if writer != id && !read_from.iter().any(|r| r.0 == writer) {
+                read_from.push((writer, read.key, read.index));
+            }
             if writer == id || last_edge == Some((writer, read.key)) {
                 continue;
             }
@@ -292,6 +311,13 @@ fn build_edges(index: &QueueIndex, ww_edges: bool, stats: &mut GraphStats) -> Ve
                 continue;
             };
             if committed(next.writer) && next.writer != id {
+                // The op read part of next.writer's records and stopped before this one: the
+                // two-op cycle reader -rw-> writer -wr-> reader is a partial read of one
+                // write, not an anti-dependency cycle between two (see the module doc).
+                if let Some(&seen) = read_from.iter().find(|r| r.0 == next.writer) {
+                    out.push(partial_read(index, id, key, top, seen));
+                    continue;
+                }
                 let edge = Edge {
                     relation: Relation::Rw,
                     key,
@@ -551,6 +577,43 @@ fn cycle_anomaly(index: &QueueIndex, kind: AnomalyKind, cycle: &[Step]) -> Anoma
     );
     anomaly.ops = cycle.iter().map(|s| index.op_ref(s.0)).collect();
     anomaly.cycle = steps;
+    anomaly
+}
+
+/// `reader` read key `key` up to dense index `top`, and the next record there was sent by the
+/// op that also sent `seen` (a record `reader` did read): it saw part of one op's records.
+fn partial_read(
+    index: &QueueIndex,
+    reader: OpId,
+    key: KeyId,
+    top: u32,
+    seen: (OpId, KeyId, u32),
+) -> Anomaly {
+    let (writer, seen_key, seen_index) = seen;
+    let log = &index.keys[key as usize];
+    let seen_log = &index.keys[seen_key as usize];
+    let at = |log: &crate::queue::index::KeyLog, i: u32| match (log.value_at(i), log.offset_at(i)) {
+        (Some(v), Some(o)) => format!("value {v} (offset {o})"),
+        _ => "?".to_owned(),
+    };
+    let mut anomaly = Anomaly::new(
+        AnomalyKind::PartialRead,
+        Some(log.key),
+        format!(
+            "{} read {} of key {}, sent by {}, but read key {} only up to {}; the next record \
+             there, {}, was sent by the same op: it saw part of that op's records",
+            index.describe(reader),
+            at(seen_log, seen_index),
+            seen_log.key,
+            index.describe(writer),
+            log.key,
+            at(log, top),
+            at(log, top + 1),
+        ),
+    );
+    anomaly.ops = vec![index.op_ref(reader), index.op_ref(writer)];
+    anomaly.offsets = log.offset_at(top + 1).into_iter().collect();
+    anomaly.values = log.value_at(top + 1).into_iter().collect();
     anomaly
 }
 

@@ -163,6 +163,8 @@ pub(crate) struct QueueIndex {
     pub repeated_sends: Vec<(KeyId, Value, OpId, OpId)>,
     /// Whether any op subscribed (relaxes the poll policy).
     pub saw_subscribe: bool,
+    /// The keys of every `assign`/`subscribe` op, by op (only those ops carry keys).
+    pub assignments: FxHashMap<OpId, Vec<Key>>,
     /// Per key, the log end the final reads read to (from the workload's `log-end` op): every
     /// offset below it was read, and the log had nothing at or past it.
     pub log_ends: FxHashMap<KeyId, i64>,
@@ -178,6 +180,7 @@ impl QueueIndex {
             key_ids: FxHashMap::default(),
             repeated_sends: Vec::new(),
             saw_subscribe: false,
+            assignments: FxHashMap::default(),
             log_ends: FxHashMap::default(),
         }
     }
@@ -214,6 +217,11 @@ impl QueueIndex {
         }
         if op.f == Function::LogEnd && op.outcome == Outcome::Ok {
             self.ingest_log_ends(&op.value);
+        }
+        if let OpValue::Keys(keys) = &op.value
+            && op.f.has_keys()
+        {
+            self.assignments.insert(id, keys.clone());
         }
         let sends_start = self.sends.len() as u32;
         let reads_start = self.reads.len() as u32;

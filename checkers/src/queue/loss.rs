@@ -2,17 +2,25 @@
 //!
 //! A write is *committed* when its op is `ok`, or `info` with another of its sent values read
 //! by an ok op (transactions are atomic: one visible write means all are). Let `R` be the
-//! values of key k read by ok ops.
+//! values of key k read by ok ops. "Lost" is claimed only where reads reached w's position;
+//! a write whose position lies beyond everything the reads covered is `unseen`.
 //!
 //! - **lost-write**: `bound` is the highest first-index of any value in `R`. A committed value
-//!   w ∉ `R` whose last index is ≤ `bound` is lost: reads returned records after its position
-//!   but never it. (Jepsen's `lost-write-cases`; tolerant of duplicates and inconsistent
-//!   offsets because it uses first/last indices.)
-//! - **unseen-lost**: a committed value w ∉ `R` that is not a lost-write, where the *final
-//!   reads* of k read past where w must sit: either their highest index is ≥ w's index, or
-//!   they returned a value whose send was invoked after w was acknowledged (a later send lands
-//!   after an acknowledged one, so w must precede it). This catches acknowledged sends with
-//!   unknown offsets that vanished.
+//!   w ∉ `R` whose known last index is ≤ `bound` is lost: reads returned records after its
+//!   position but never it. (Jepsen's `lost-write-cases`; tolerant of duplicates and
+//!   inconsistent offsets because it uses first/last indices.)
+//! - **unseen-lost**: a committed value w ∉ `R` that is not a lost-write, and one of:
+//!   - its position is known and the *final reads* returned a record at or past it;
+//!   - the workload's `log-end` op says the final reads read the key's whole log (every
+//!     offset below its end, nothing at or past it), so the log no longer holds w;
+//!   - its position is unknown, it was acknowledged before the send of a value L the final
+//!     reads returned was invoked (so the log, when linearizable, holds w before L), the key's
+//!     log was checked linearizable by `queue::realtime`, and the final reads covered every
+//!     index from the log's start (offset 0) up to L's.
+//!
+//!   The real-time argument is never used for a write whose offset is known: the offset says
+//!   where w sits, and when that is past every final read, a later send read earlier only
+//!   shows the log is not linearizable (reported as `nonlinearizable-log`), not that w is gone.
 //! - **unseen**: every other committed, never-read value: nothing read far enough to tell lost
 //!   from late. Jepsen's `unseen`, minus the cases proven lost above.
 //!
@@ -46,8 +54,9 @@ pub(crate) struct KeyFinalReads {
     pub max_index: Option<u32>,
     /// Values of this key the final reads returned.
     pub values: FxHashSet<Value>,
-    /// The returned value whose writer was invoked latest: (invoke time, writer, value, reader).
-    pub latest_writer: Option<(u64, OpId, Value, OpId)>,
+    /// The returned value whose writer was invoked latest:
+    /// (invoke time, writer, value, reader, dense index read at).
+    pub latest_writer: Option<(u64, OpId, Value, OpId, u32)>,
     /// Completion time of the last final read that returned this key.
     pub last_time_ns: Option<u64>,
     /// A final read that returned the key's highest index.
@@ -55,9 +64,20 @@ pub(crate) struct KeyFinalReads {
     /// Index ranges final reads read across (each op's first to last index of this key),
     /// sorted and merged once `compute` finishes.
     pub spans: Vec<(u32, u32)>,
+    /// The same in offsets, merged only when adjacent in offset.
+    pub offset_spans: Vec<(i64, i64)>,
 }
 
 impl KeyFinalReads {
+    /// True when the final reads read every offset from 0 through `offset`: one read's records
+    /// cover the offsets between its first and last, and reads join only when their offsets
+    /// are adjacent (an offset no read returned may hold a write whose offset is unknown).
+    pub fn covers_offsets_to(&self, offset: i64) -> bool {
+        self.offset_spans
+            .first()
+            .is_some_and(|&(first, last)| first == 0 && last >= offset)
+    }
+
     /// True when some final read of this key read across dense index `index`.
     pub fn spans_index(&self, index: u32) -> bool {
         let after = self.spans.partition_point(|&(first, _)| first <= index);
@@ -126,12 +146,18 @@ impl FinalReads {
                 .unwrap_or(record.op.invoke_time_ns);
             for read in index.reads_of(id) {
                 let kf = &mut keys[read.key as usize];
-                match kf.spans.last_mut() {
-                    Some(span) if span_owner == Some((id, read.key)) => {
+                let offset = read.offset.0;
+                match (kf.spans.last_mut(), kf.offset_spans.last_mut()) {
+                    (Some(span), Some(offsets)) if span_owner == Some((id, read.key)) => {
                         span.0 = span.0.min(read.index);
                         span.1 = span.1.max(read.index);
+                        offsets.0 = offsets.0.min(offset);
+                        offsets.1 = offsets.1.max(offset);
                     }
-                    _ => kf.spans.push((read.index, read.index)),
+                    _ => {
+                        kf.spans.push((read.index, read.index));
+                        kf.offset_spans.push((offset, offset));
+                    }
                 }
                 span_owner = Some((id, read.key));
                 if kf.max_index.is_none_or(|m| read.index >= m) {
@@ -144,7 +170,7 @@ impl FinalReads {
                 if let Some(writer) = log.value(read.value).and_then(|v| v.writer) {
                     let invoked = index.op(writer).invoke_time_ns;
                     if kf.latest_writer.is_none_or(|(t, ..)| invoked > t) {
-                        kf.latest_writer = Some((invoked, writer, read.value, id));
+                        kf.latest_writer = Some((invoked, writer, read.value, id, read.index));
                     }
                 }
             }
@@ -159,15 +185,28 @@ impl FinalReads {
                 }
             }
             kf.spans = merged;
+            kf.offset_spans.sort_unstable();
+            let mut merged: Vec<(i64, i64)> = Vec::with_capacity(kf.offset_spans.len());
+            for &(first, last) in &kf.offset_spans {
+                match merged.last_mut() {
+                    Some(m) if first <= m.1.saturating_add(1) => m.1 = m.1.max(last),
+                    _ => merged.push((first, last)),
+                }
+            }
+            kf.offset_spans = merged;
         }
         FinalReads { source, keys }
     }
 }
 
 /// Reports the three kinds; returns the values proven lost, for the durability report.
+///
+/// `linearizable[k]` is true when `queue::realtime` decided key k's log and found it
+/// linearizable: only then does the real-time argument for unknown offsets hold.
 pub(crate) fn check(
     index: &QueueIndex,
     finals: &FinalReads,
+    linearizable: &[bool],
     out: &mut Anomalies,
 ) -> FxHashMap<(KeyId, Value), AnomalyKind> {
     let mut lost = FxHashMap::default();
@@ -226,16 +265,24 @@ pub(crate) fn check(
                 lost.insert((key_id, value), AnomalyKind::LostWrite);
                 continue;
             }
+            let known = last_index != NO_INDEX;
             let past_index = kf
                 .max_index
-                .filter(|&m| last_index != NO_INDEX && last_index <= m)
+                .filter(|&m| known && last_index <= m)
                 .and(kf.reader_at_max);
+            let log_end = index.log_ends.get(&key_id).copied();
             let ack_time = (writer_op.outcome == Outcome::Ok)
                 .then_some(writer_op.complete_time_ns)
                 .flatten();
+            // Only for writes whose offset is unknown; see the module doc.
             let past_realtime = match (ack_time, kf.latest_writer) {
-                (Some(ack), Some((invoked, later_writer, later_value, reader)))
-                    if invoked > ack =>
+                (Some(ack), Some((invoked, later_writer, later_value, reader, later_index)))
+                    if !known
+                        && invoked > ack
+                        && linearizable[key_id as usize]
+                        && log
+                            .offset_at(later_index)
+                            .is_some_and(|o| kf.covers_offsets_to(o.0)) =>
                 {
                     Some((later_writer, later_value, reader))
                 }
@@ -258,18 +305,36 @@ pub(crate) fn check(
                 anomaly.values = vec![value];
                 out.push(anomaly);
                 lost.insert((key_id, value), AnomalyKind::UnseenLost);
+            } else if let Some(end) = log_end {
+                let mut anomaly = Anomaly::new(
+                    AnomalyKind::UnseenLost,
+                    Some(log.key),
+                    format!(
+                        "value {value} of key {} was committed by {} at {position}, but the final \
+                         reads read the whole log of key {}, which ends at offset {end} (the \
+                         log-end op), and never returned it: the log no longer holds it",
+                        log.key,
+                        index.describe(writer),
+                        log.key,
+                    ),
+                );
+                anomaly.ops = vec![index.op_ref(writer)];
+                anomaly.offsets = offset.into_iter().collect();
+                anomaly.values = vec![value];
+                out.push(anomaly);
+                lost.insert((key_id, value), AnomalyKind::UnseenLost);
             } else if let Some((later_writer, later_value, reader)) = past_realtime {
                 let mut anomaly = Anomaly::new(
                     AnomalyKind::UnseenLost,
                     Some(log.key),
                     format!(
                         "value {value} of key {} was acknowledged by {} at {position} and never \
-                         read; the final read {} returned value {later_value}, sent by {} which \
-                         began after that acknowledgement, so {value} must precede it in the log: \
-                         it is lost, not late",
+                         read; the final reads read the log from offset 0 up to value \
+                         {later_value}, sent by {} which began after that acknowledgement, so in \
+                         this key's linearizable log {value} must precede it: it is lost, not \
+                         late",
                         log.key,
                         index.describe(writer),
-                        index.describe(reader),
                         index.describe(later_writer)
                     ),
                 );

@@ -15,12 +15,16 @@
 //!
 //! - **poll-skip** / **nonmonotonic-poll**: the first index this op read from k, compared
 //!   with the last index the process's previous *ok* read of k returned: `delta > 1` skipped
-//!   records, `delta < 1` rewound. The current op may have any outcome. An `ok`
-//!   `assign`/`subscribe` or any `crash` forgets the tracked positions (the consumer may seek).
+//!   records, `delta < 1` rewound. The current op may have any outcome. An `ok` or `info`
+//!   `assign`/`subscribe` forgets the positions of keys it no longer covers and keeps the rest
+//!   (Jepsen's rule: `info` may have taken effect); any `crash` forgets them all, and so does
+//!   a process's first `final-poll` (the final phase reads with a fresh consumer from the
+//!   start of every log).
 //! - **nonmonotonic-send**: the first index this op (ok or info) sent to k is at or before the
 //!   last index the process's previous *ok* send to k landed at. A send begun after another was
 //!   acknowledged must land after it. (Jepsen has no external send-skip check, and neither do
-//!   we: other producers interleave.)
+//!   we: other producers interleave.) Unlike Jepsen, assignments do not reset send positions:
+//!   they change what a consumer reads, never where a producer's records land.
 //!
 //! Source: Jepsen `jepsen.tests.kafka` (`poll-skip+nonmonotonic-cases-per-process`,
 //! `int-poll-skip+nonmonotonic-cases`, `int-send-skip+nonmonotonic-cases`,
@@ -40,6 +44,8 @@ type Position = (u32, Value, OpId);
 
 #[derive(Default)]
 struct ProcessState {
+    /// True once the process began its final reads.
+    in_final: bool,
     last_read: FxHashMap<KeyId, Position>,
     last_send: FxHashMap<KeyId, Position>,
 }
@@ -53,11 +59,30 @@ pub(crate) fn check(index: &QueueIndex, out: &mut Anomalies) {
         let id = id as OpId;
         let op = &record.op;
         let state = processes.entry(op.process).or_default();
-        let resets = matches!(op.f, Function::Assign | Function::Subscribe)
-            && op.outcome == Outcome::Ok
-            || op.f == Function::Crash;
-        if resets {
+        if op.f == Function::Crash {
+            // A fresh client replaces the crashed one: it starts from wherever it is told.
             state.last_read.clear();
+            continue;
+        }
+        if op.f == Function::FinalPoll && !state.in_final {
+            // The final phase reads with a fresh consumer from the start of every log (the
+            // queue workload retires the old one and seeks to the beginning): a new consumer,
+            // so the positions of the old one do not carry over.
+            state.in_final = true;
+            state.last_read.clear();
+        }
+        if op.f.has_keys() {
+            // An assignment keeps the position of every key it still covers (the consumer
+            // does, as Kafka's does) and drops the rest. `info` may have been applied, so it
+            // counts as applied: a skip it might explain is never reported; `fail` was not.
+            // Send positions are kept: an assignment moves where this process reads, not
+            // where its records land (Jepsen resets those too; logjam does not).
+            if op.outcome != Outcome::Fail {
+                let kept = index.assignments.get(&id).map_or(&[][..], Vec::as_slice);
+                state
+                    .last_read
+                    .retain(|key, _| kept.contains(&index.key(*key)));
+            }
             continue;
         }
 

@@ -47,6 +47,23 @@ struct Writer {
     return_ns: Option<u64>,
 }
 
+/// Per key id: true when `check_logs` decided the key's log and reported no
+/// `nonlinearizable-log` on it (call after `check_logs`, with the anomalies it reported into).
+pub(crate) fn linearizable_keys(
+    index: &QueueIndex,
+    summary: &LinearizabilitySummary,
+    out: &Anomalies,
+) -> Vec<bool> {
+    index
+        .keys
+        .iter()
+        .map(|log| {
+            !summary.keys_skipped.iter().any(|(k, _)| *k == log.key)
+                && !out.has_key(AnomalyKind::NonlinearizableLog, log.key)
+        })
+        .collect()
+}
+
 /// Checks every key's log; reports `nonlinearizable-log` anomalies into `out`.
 pub(crate) fn check_logs(index: &QueueIndex, out: &mut Anomalies) -> LinearizabilitySummary {
     let mut summary = LinearizabilitySummary::default();
