@@ -32,9 +32,11 @@ pub enum HarnessError {
         path: PathBuf,
     },
     /// No checker exists for the header's workload yet.
-    #[error("no checker for workload {workload:?} (known: queue)")]
+    #[error("no checker for workload {workload:?} (known: {known})")]
     UnsupportedWorkload {
         /// The header's workload.
         workload: String,
+        /// The registered workloads.
+        known: String,
     },
 }

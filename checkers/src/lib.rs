@@ -4,7 +4,10 @@
 //!
 //! # Layout
 //!
-//! - [`check_file`], [`check_reader`], [`check_ops`]: entry points (this file).
+//! - [`check_file`], [`check_reader`], [`check_ops`]: entry points (this file): read, pair,
+//!   feed the workload's [`Checker`], apply its [`Policy`].
+//! - [`checker`]: the [`Checker`] trait (history in, [`Findings`] with witnesses out).
+//! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
 //! - [`durability`]: acknowledged writes lost per partition, with ack times and the faults
@@ -78,25 +81,30 @@
 //! ```
 
 pub mod anomaly;
+pub mod checker;
 pub mod durability;
 pub mod error;
 mod fxhash;
 mod intmap;
 pub mod policy;
 pub mod queue;
+pub mod registry;
 pub mod report;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use logjam_history::{Header, HistoryReader, Op, Pairer, ReadError};
+use logjam_history::{Function, Header, HistoryReader, Op, Pairer, Process, ReadError};
 
 pub use anomaly::{Anomaly, AnomalyGroup, AnomalyKind, CycleStep, OpRef, Relation};
+pub use checker::{Checker, Findings};
 pub use durability::DurabilityReport;
 pub use error::HarnessError;
 pub use policy::{Policy, QueueOptions};
 pub use queue::QueueChecker;
+pub use registry::{Registry, WorkloadSpec};
 pub use report::{Report, Stats, Verdict};
 
 /// The history file inside a run directory.
@@ -160,25 +168,17 @@ fn check_reader_at(reader: impl BufRead, path: &Path) -> Result<Report, HarnessE
         path: path.to_owned(),
         source,
     };
-    let reader = HistoryReader::new(reader).map_err(read_error)?;
-    let mut checker = checker_for(reader.header())?;
-    let mut pairer = Pairer::new();
-    for item in reader {
+    let mut reader = HistoryReader::new(reader).map_err(read_error)?;
+    let header = reader.header().clone();
+    let mut run = Run::start(&Registry::builtin(), &header, path)?;
+    while let Some(item) = reader.next() {
         match item {
-            Ok(op) => {
-                checker.count_line();
-                if let Some(paired) = pairer.push(op).map_err(|source| HarnessError::Pairing {
-                    path: path.to_owned(),
-                    source,
-                })? {
-                    checker.push(paired);
-                }
-            }
-            Err(e) if e.is_torn_tail() => checker.warn(e.to_string()),
+            Ok(op) => run.push(op, Place::Line(reader.lines_read()))?,
+            Err(e) if e.is_torn_tail() => run.warnings.push(e.to_string()),
             Err(e) => return Err(read_error(e)),
         }
     }
-    finish(checker, pairer)
+    Ok(run.finish(&header, None))
 }
 
 /// Checks an in-memory history.
@@ -192,7 +192,7 @@ pub fn check_ops(
     check_ops_with(header, ops, None)
 }
 
-/// Checks an in-memory history under an explicit policy.
+/// Checks an in-memory history under an explicit policy (`None`: the workload's own).
 ///
 /// # Errors
 /// As [`check_ops`].
@@ -201,39 +201,120 @@ pub fn check_ops_with(
     ops: impl IntoIterator<Item = Op>,
     policy: Option<Policy>,
 ) -> Result<Report, HarnessError> {
-    let mut checker = checker_for(header)?;
-    if let Some(policy) = policy {
-        checker = checker.with_policy(policy);
-    }
-    let mut pairer = Pairer::new();
+    check_ops_in(&Registry::builtin(), header, ops, policy)
+}
+
+/// Checks an in-memory history with the workloads of `registry`.
+///
+/// # Errors
+/// As [`check_ops`].
+pub fn check_ops_in(
+    registry: &Registry,
+    header: &Header,
+    ops: impl IntoIterator<Item = Op>,
+    policy: Option<Policy>,
+) -> Result<Report, HarnessError> {
+    let mut run = Run::start(registry, header, Path::new("<memory>"))?;
     for op in ops {
-        checker.count_line();
-        if let Some(paired) = pairer.push(op).map_err(|source| HarnessError::Pairing {
-            path: PathBuf::from("<memory>"),
-            source,
-        })? {
-            checker.push(paired);
+        let place = Place::Index(op.index.0);
+        run.push(op, place)?;
+    }
+    Ok(run.finish(header, policy))
+}
+
+/// Where an op came from, for warnings.
+#[derive(Clone, Copy)]
+enum Place {
+    /// A line of a history file.
+    Line(u64),
+    /// An in-memory op, by its index.
+    Index(u64),
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Line(line) => write!(f, "line {line}"),
+            Place::Index(index) => write!(f, "op index {index}"),
         }
     }
-    finish(checker, pairer)
 }
 
-fn checker_for(header: &Header) -> Result<QueueChecker, HarnessError> {
-    match header.workload.as_str() {
-        "queue" => Ok(QueueChecker::new(header.clone())),
-        other => Err(HarnessError::UnsupportedWorkload {
-            workload: other.to_owned(),
-        }),
-    }
+/// One check in progress: pairing, the workload's schema and its checker.
+struct Run {
+    spec: WorkloadSpec,
+    checker: Box<dyn Checker>,
+    pairer: Pairer,
+    path: PathBuf,
+    op_lines: u64,
+    /// Client functions outside the workload's schema: name → (first place seen, ops).
+    unknown: BTreeMap<String, (String, u64)>,
+    warnings: Vec<String>,
 }
 
-fn finish(mut checker: QueueChecker, pairer: Pairer) -> Result<Report, HarnessError> {
-    let (open, nemesis) = pairer.finish();
-    for op in open {
-        checker.push_op(op);
+impl Run {
+    fn start(registry: &Registry, header: &Header, path: &Path) -> Result<Run, HarnessError> {
+        let spec =
+            *registry
+                .get(&header.workload)
+                .ok_or_else(|| HarnessError::UnsupportedWorkload {
+                    workload: header.workload.clone(),
+                    known: registry.names(),
+                })?;
+        Ok(Run {
+            checker: (spec.checker)(header),
+            spec,
+            pairer: Pairer::new(),
+            path: path.to_owned(),
+            op_lines: 0,
+            unknown: BTreeMap::new(),
+            warnings: Vec::new(),
+        })
     }
-    for event in nemesis {
-        checker.push_nemesis(event);
+
+    /// Feeds one op line; `place` names it in warnings.
+    fn push(&mut self, op: Op, place: Place) -> Result<(), HarnessError> {
+        self.op_lines += 1;
+        if matches!(op.process, Process::Client(_)) && !self.spec.functions.contains(&op.f) {
+            self.unknown
+                .entry(op.f.to_string())
+                .or_insert_with(|| (place.to_string(), 0))
+                .1 += 1;
+        }
+        let paired = self
+            .pairer
+            .push(op)
+            .map_err(|source| HarnessError::Pairing {
+                path: self.path.clone(),
+                source,
+            })?;
+        if let Some(paired) = paired {
+            self.checker.push(paired);
+        }
+        Ok(())
     }
-    Ok(checker.finish())
+
+    fn finish(mut self, header: &Header, policy: Option<Policy>) -> Report {
+        let (open, nemesis) = self.pairer.finish();
+        for op in open {
+            self.checker.push(logjam_history::Paired::Client(op));
+        }
+        for event in nemesis {
+            self.checker.push(logjam_history::Paired::Nemesis(event));
+        }
+        let mut findings = self.checker.finish();
+        findings.stats.op_lines = self.op_lines;
+        let known: Vec<&str> = self.spec.functions.iter().map(Function::as_str).collect();
+        for (f, (place, count)) in &self.unknown {
+            self.warnings.push(format!(
+                "{place}: client op with unknown f {f:?} ({count} op line(s) in all); the {} \
+                 workload records only {}, so no checker read it",
+                self.spec.name,
+                known.join(", ")
+            ));
+        }
+        findings.warnings.append(&mut self.warnings);
+        let policy = policy.unwrap_or_else(|| (self.spec.policy)(header, &findings));
+        Report::assemble(header, findings, policy)
+    }
 }

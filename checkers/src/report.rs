@@ -8,7 +8,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use logjam_history::Header;
+
 use crate::anomaly::{AnomalyGroup, AnomalyKind};
+use crate::checker::Findings;
 use crate::durability::DurabilityReport;
 use crate::policy::Policy;
 use crate::queue::cycles::GraphStats;
@@ -105,6 +108,55 @@ pub struct Report {
     pub stats: Stats,
     /// Things the user should know that are not anomalies (e.g. a torn last line).
     pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// The report for `findings` under `policy`: `invalid` when any kind found is bad under
+    /// the policy; otherwise `unknown` when no ok read returned a record (nothing was checked);
+    /// otherwise `valid`.
+    pub fn assemble(header: &Header, findings: Findings, policy: Policy) -> Report {
+        let Findings {
+            anomalies,
+            durability,
+            linearizability,
+            stats,
+            warnings,
+        } = findings;
+        let groups = anomalies.into_groups();
+        let (allowed_kinds, bad_kinds): (Vec<AnomalyKind>, Vec<AnomalyKind>) =
+            groups.keys().copied().partition(|k| policy.allows(*k));
+        let nothing_read = "no ok read returned any record, so nothing could be checked";
+        // With no record read at all, "unseen" says only that the run never looked: that is
+        // a run that checked nothing (unknown), not evidence against the cluster.
+        let only_unseen = bad_kinds.iter().all(|kind| *kind == AnomalyKind::Unseen);
+        let (verdict, reason) = if stats.ok_records_read == 0 && only_unseen {
+            (Verdict::Unknown, nothing_read.to_owned())
+        } else if !bad_kinds.is_empty() {
+            let names: Vec<&str> = bad_kinds.iter().map(|k| k.as_str()).collect();
+            (Verdict::Invalid, format!("found {}", names.join(", ")))
+        } else if allowed_kinds.is_empty() {
+            (Verdict::Valid, "no anomalies".to_owned())
+        } else {
+            (
+                Verdict::Valid,
+                "only anomalies the policy allows".to_owned(),
+            )
+        };
+        Report {
+            workload: header.workload.clone(),
+            seed: header.seed,
+            verdict,
+            reason,
+            bad_kinds,
+            allowed_kinds,
+            policy,
+            anomalies: groups,
+            durability,
+            linearizability,
+            stats,
+            warnings,
+        }
+    }
 }
 
 /// Witnesses shown per kind in the summary.

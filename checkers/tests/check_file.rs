@@ -156,3 +156,78 @@ fn report_json_names_kinds_verdict_and_durability() {
     );
     assert_eq!(report.verdict.exit_code(), 1);
 }
+
+const HEADER: &str = r#"{"schema_version":1,"workload":"queue","seed":1,"start_time":"2026-01-01T00:00:00Z","nodes":["n1"],"config":{}}"#;
+
+fn check_text(lines: &[&str]) -> Result<logjam_checkers::Report, HarnessError> {
+    let text = std::iter::once(HEADER)
+        .chain(lines.iter().copied())
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    logjam_checkers::check_reader(text.as_bytes())
+}
+
+#[test]
+fn a_client_op_with_an_unknown_f_is_warned_about_with_its_line() {
+    let report = check_text(&[
+        r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"send","value":[["send",1,10]]}"#,
+        r#"{"index":1,"time":2,"process":0,"type":"ok","f":"send","value":[["send",1,[0,10]]]}"#,
+        r#"{"index":2,"time":3,"process":1,"type":"invoke","f":"frobnicate","value":null}"#,
+        r#"{"index":3,"time":4,"process":1,"type":"ok","f":"frobnicate","value":null}"#,
+        r#"{"index":4,"time":5,"process":"nemesis","type":"info","f":"power-loss","value":null}"#,
+        r#"{"index":5,"time":6,"process":2,"type":"invoke","f":"poll","value":[["poll"]]}"#,
+        r#"{"index":6,"time":7,"process":2,"type":"ok","f":"poll","value":[["poll",{"1":[[0,10]]}]]}"#,
+    ])
+    .unwrap();
+    let unknown: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("unknown f"))
+        .collect();
+    assert_eq!(
+        unknown.len(),
+        1,
+        "one warning per unknown f: {:?}",
+        report.warnings
+    );
+    assert!(unknown[0].starts_with("line 4:"), "{}", unknown[0]);
+    assert!(
+        unknown[0].contains("\"frobnicate\" (2 op line(s)"),
+        "{}",
+        unknown[0]
+    );
+    // Nemesis ops are free-form: no warning for power-loss.
+    assert!(!report.warnings.iter().any(|w| w.contains("power-loss")));
+    assert!(
+        report.summary().contains("frobnicate"),
+        "{}",
+        report.summary()
+    );
+}
+
+#[test]
+fn a_negative_offset_is_malformed_and_names_its_line() {
+    for (line, bad) in [
+        (
+            3,
+            r#"{"index":1,"time":2,"process":0,"type":"ok","f":"send","value":[["send",1,[-1,10]]]}"#,
+        ),
+        (
+            3,
+            r#"{"index":1,"time":2,"process":0,"type":"ok","f":"poll","value":[["poll",{"1":[[-5,10]]}]]}"#,
+        ),
+    ] {
+        let invoke = if bad.contains("\"send\"") {
+            r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"send","value":[["send",1,10]]}"#
+        } else {
+            r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"poll","value":[["poll"]]}"#
+        };
+        let error = check_text(&[invoke, bad]).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("line {line}: malformed op")),
+            "{error}"
+        );
+        assert!(error.contains("is negative"), "{error}");
+    }
+}

@@ -203,3 +203,33 @@ fn gap_between_two_final_readers_is_unconfirmed_not_lost() {
     assert_eq!(report.durability.unconfirmed, 2);
     assert_eq!(report.verdict, Verdict::Valid);
 }
+
+#[test]
+fn a_registered_workload_gets_its_checker_schema_and_policy() {
+    use logjam_checkers::{Registry, WorkloadSpec, check_ops_in};
+    let mut b = HistoryBuilder::new("producer");
+    b.send_ok(0, 1, 10, 0);
+    b.send_ok(0, 1, 11, 0); // two values at one offset
+    b.poll_ok(1, &[(1, &[(0, 10)])]);
+    let (header, ops) = b.build();
+    assert!(check_ops(&header, ops.clone()).is_err(), "not built in");
+    let mut registry = Registry::builtin();
+    let queue = *registry.get("queue").unwrap();
+    registry.register(WorkloadSpec {
+        name: "producer",
+        functions: &[logjam_history::Function::Send],
+        policy: |_, _| Policy::strict(),
+        ..queue
+    });
+    let report = check_ops_in(&registry, &header, ops, None).unwrap();
+    assert_eq!(report.policy.name, "strict");
+    assert_eq!(report.verdict, Verdict::Invalid);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("unknown f \"poll\"")),
+        "poll is outside this workload's schema: {:?}",
+        report.warnings
+    );
+}

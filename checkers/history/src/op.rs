@@ -556,6 +556,9 @@ impl<'de> Visitor<'de> for MicroOpVisitor {
                 if seq.next_element::<IgnoredAny>()?.is_some() {
                     return Err(de::Error::invalid_length(4, &self));
                 }
+                if let Some(offset) = payload.offset {
+                    check_offset(key, offset)?;
+                }
                 Ok(MicroOp::Send {
                     key,
                     value: payload.value,
@@ -574,6 +577,18 @@ impl<'de> Visitor<'de> for MicroOpVisitor {
             other => Err(de::Error::unknown_variant(other, &["send", "poll"])),
         }
     }
+}
+
+/// Offsets are positions in a partition, never negative: a recorder that wrote Kafka's `-1`
+/// ("no offset") where it meant "unknown" must write `null` instead.
+fn check_offset<E: de::Error>(key: Key, offset: Offset) -> Result<(), E> {
+    if offset.0 < 0 {
+        return Err(E::custom(format_args!(
+            "offset {offset} of key {key} is negative (offsets are >= 0; an unknown offset is \
+             written as a bare value or [null, value])"
+        )));
+    }
+    Ok(())
 }
 
 /// The third element of a send: `v`, `[offset, v]` or `[null, v]`.
@@ -641,6 +656,9 @@ impl<'de> DeserializeSeed<'de> for PollMapSeed {
                         de::Error::invalid_value(de::Unexpected::Str(&key), &"an integer key")
                     })?;
                     let pairs: Vec<(Offset, Value)> = map.next_value()?;
+                    for (offset, _) in &pairs {
+                        check_offset(Key(key), *offset)?;
+                    }
                     reads.push(KeyReads {
                         key: Key(key),
                         records: pairs

@@ -1,0 +1,93 @@
+//! Which checkers and which policy each workload gets. A workload registers its name, the
+//! client functions its histories may hold (its op schema), a constructor for its
+//! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
+//! matching on names. `queue` is built in; `txn`, `eos`, `group` and `producer` register the
+//! same way when they exist.
+
+use logjam_history::{Function, Header};
+
+use crate::checker::{Checker, Findings};
+use crate::policy::{Policy, QueueOptions};
+use crate::queue::QueueChecker;
+
+/// One workload: its schema, its checker and its policy.
+#[derive(Clone, Copy)]
+pub struct WorkloadSpec {
+    /// The header's `workload`.
+    pub name: &'static str,
+    /// The client functions its histories hold. A client op with any other `f` is reported as
+    /// a warning naming its line: no checker of this workload reads it.
+    pub functions: &'static [Function],
+    /// A fresh checker for a history with this header.
+    pub checker: fn(&Header) -> Box<dyn Checker>,
+    /// The policy for a history with this header, given what the checker found (e.g. the
+    /// queue relaxes poll ordering when consumers subscribed).
+    pub policy: fn(&Header, &Findings) -> Policy,
+}
+
+/// Workload name → spec.
+#[derive(Clone)]
+pub struct Registry {
+    workloads: Vec<WorkloadSpec>,
+}
+
+/// The queue workload's client functions.
+const QUEUE_FUNCTIONS: &[Function] = &[
+    Function::Send,
+    Function::Poll,
+    Function::FinalPoll,
+    Function::Txn,
+    Function::Assign,
+    Function::Subscribe,
+    Function::Crash,
+    Function::LogEnd,
+];
+
+fn queue_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(QueueChecker::new(header.clone()))
+}
+
+fn queue_policy(header: &Header, findings: &Findings) -> Policy {
+    let from_header = QueueOptions::from_header(header);
+    Policy::queue(QueueOptions {
+        subscribe: from_header.subscribe || findings.stats.by_f.contains_key("subscribe"),
+        ..from_header
+    })
+}
+
+impl Registry {
+    /// The workloads logjam ships: `queue`.
+    pub fn builtin() -> Registry {
+        Registry {
+            workloads: vec![WorkloadSpec {
+                name: "queue",
+                functions: QUEUE_FUNCTIONS,
+                checker: queue_checker,
+                policy: queue_policy,
+            }],
+        }
+    }
+
+    /// Adds (or replaces) a workload.
+    pub fn register(&mut self, spec: WorkloadSpec) {
+        self.workloads.retain(|w| w.name != spec.name);
+        self.workloads.push(spec);
+    }
+
+    /// The spec for `workload`, if registered.
+    pub fn get(&self, workload: &str) -> Option<&WorkloadSpec> {
+        self.workloads.iter().find(|w| w.name == workload)
+    }
+
+    /// Registered names, comma-separated (for error messages).
+    pub fn names(&self) -> String {
+        let names: Vec<&str> = self.workloads.iter().map(|w| w.name).collect();
+        names.join(", ")
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::builtin()
+    }
+}
