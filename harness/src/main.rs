@@ -5,6 +5,7 @@
 mod check;
 mod cli;
 mod cluster;
+mod error_text;
 mod lab;
 mod matrix;
 mod metrics;
@@ -35,7 +36,7 @@ fn main() -> ExitCode {
         None => None,
         Some(Ok(privilege)) => Some(privilege),
         Some(Err(error)) => {
-            eprintln!("logjam: {error:#}");
+            eprintln!("logjam: {}", error_text::chain(&error));
             return ExitCode::from(cli::EXIT_HARNESS_FAILED);
         }
     };
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("logjam: {error:#}");
+            eprintln!("logjam: {}", error_text::chain(&error));
             ExitCode::from(cli::EXIT_HARNESS_FAILED)
         }
     }

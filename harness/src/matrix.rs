@@ -545,7 +545,10 @@ impl ChildSpec {
         let start = Instant::now();
         let (exit_code, tail) = match self.spawn_and_wait() {
             Ok(ended) => ended,
-            Err(error) => (None, VecDeque::from([format!("logjam: {error:#}")])),
+            Err(error) => (
+                None,
+                VecDeque::from([format!("logjam: {}", crate::error_text::chain(&error))]),
+            ),
         };
         let run_dir = find_run_dir(&self.results_dir, self.seed);
         let mut run = ChildRun {
@@ -565,7 +568,7 @@ impl ChildSpec {
                     run.status = outcome.verdict.clone();
                     run.outcome = Some(outcome);
                 }
-                Err(error) => run.error = Some(format!("{error:#}")),
+                Err(error) => run.error = Some(crate::error_text::chain(&error)),
             },
             (true, None) => run.error = Some("the run stored no run directory".to_owned()),
             (false, _) => run.error = Some(failure_line(exit_code, &tail)),

@@ -98,6 +98,13 @@ fn malformed_history_is_a_harness_error_naming_the_line() {
         stderr.contains("line 3"),
         "the error names the line: {stderr}"
     );
+    for part in ["line 3", "malformed op", "EOF while parsing"] {
+        assert_eq!(
+            stderr.matches(part).count(),
+            1,
+            "each cause is printed once ({part}): {stderr}"
+        );
+    }
     assert!(
         !dir.path().join("report.json").exists(),
         "no report for an unreadable history"
