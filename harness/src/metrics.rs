@@ -89,29 +89,7 @@ pub struct RefusedTime {
     pub never_acknowledged: Vec<i64>,
 }
 
-/// The function name of the leader watcher's ops.
-pub const LEADER_CHANGE: &str = "leader-change";
-
-/// The value of a `leader-change` op: a change of a partition's leader, epoch or ISR that the
-/// run's leader watcher saw in the cluster's metadata. `run` writes it, this module reads it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeadershipChange {
-    /// The partition.
-    pub partition: i64,
-    /// The new leader (`None`: the partition has no leader, it is offline).
-    pub leader: Option<String>,
-    /// The new leader epoch.
-    pub epoch: i64,
-    /// The new ISR.
-    pub isr: Vec<String>,
-    /// The leader before the change.
-    pub previous_leader: Option<String>,
-    /// The ISR before the change.
-    pub previous_isr: Vec<String>,
-    /// True when the new leader was outside the previous ISR: an unclean election (or one
-    /// the watcher saw only part of).
-    pub unclean: bool,
-}
+pub use logjam_history::{LEADER_CHANGE, LeadershipChange};
 
 /// A `leader-change` op of a stored run.
 #[derive(Debug, Clone, PartialEq, Serialize)]

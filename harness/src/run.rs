@@ -23,9 +23,9 @@ use tokio::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::lab::{self, Lab, LabSpec, NetworkMode};
-use crate::metrics::{LEADER_CHANGE, LeadershipChange};
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{self, Action, Step, Targets as ScriptTargets};
+use logjam_history::{LEADER_CHANGE, LeadershipChange};
 
 /// Client-side properties `--set` may carry; every other key goes to the nodes.
 const CLIENT_KEYS: &[&str] = &[

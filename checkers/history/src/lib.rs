@@ -12,6 +12,8 @@
 //! - [`pairing`]: [`Pairer`] folds invoke + completion into [`CompletedOp`]; malformed
 //!   histories become [`PairingError`]s (harness errors, never cluster anomalies).
 //! - [`builder`]: [`HistoryBuilder`] for tests and fixtures.
+//! - [`nemesis`]: the values nemesis ops carry: faults and undos ([`NemesisValue`]) and the
+//!   leader watcher's `leader-change` ([`LeadershipChange`]).
 //!
 //! ```text
 //!  harness ──Op──▶ HistoryWriter ──▶ history.jsonl ──▶ HistoryReader ──Op──▶ Pairer ──CompletedOp──▶ checkers
@@ -112,6 +114,7 @@
 pub mod builder;
 pub mod header;
 pub mod ids;
+pub mod nemesis;
 pub mod op;
 pub mod pairing;
 pub mod reader;
@@ -120,6 +123,7 @@ pub mod writer;
 pub use builder::HistoryBuilder;
 pub use header::{Header, SCHEMA_VERSION, TopicPartition};
 pub use ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
+pub use nemesis::{LEADER_CHANGE, LeadershipChange, NemesisValue};
 pub use op::{Function, KeyReads, MicroOp, Op, OpDecodeError, OpType, OpValue, Record};
 pub use pairing::{
     CompletedOp, NemesisEvent, Outcome, Paired, PairedHistory, Pairer, PairingError, pair,
