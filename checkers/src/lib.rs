@@ -10,6 +10,9 @@
 //! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
+//! - [`graph`]: the dependency graph any checker can use (analyzer → graph → explainer, as
+//!   Elle is built): cycle search and classification over edges an analyzer inferred, and
+//!   `graph::explain`, which turns a cycle into a witness in words.
 //! - [`durability`]: acknowledged writes lost per partition, with ack times and the faults
 //!   between acknowledgement and the final read.
 //! - [`policy`]: which anomaly kinds fail a run, per workload.
@@ -18,11 +21,11 @@
 //! - [`error`]: [`HarnessError`]: the history itself is unreadable or malformed.
 //!
 //! ```text
-//! history.jsonl ─▶ HistoryReader ─▶ Pairer ─▶ QueueChecker::push ─▶ QueueIndex (version orders)
+//! history.jsonl ─▶ HistoryReader ─▶ Pairer ─▶ Checker::push (Registry: workload → checker) ─▶ QueueIndex
 //!                   (torn tail ⇒ warning)      (malformed ⇒ HarnessError)       │
 //!        ┌──────────────┬──────────────┬──────────────┬─────────────┬──────────┘
-//!     offsets        aborted          loss         ordering       cycles      durability
-//!        └──────────────┴──────── Anomalies ──────┴─────────────┴─────▶ Policy ─▶ Report
+//!     offsets        aborted          loss         ordering   cycles ─▶ graph   durability
+//!        └──────────────┴─────── Findings ────────┴─────────────┴─▶ Registry's Policy ─▶ Report
 //! ```
 //!
 //! # Anomalies
@@ -85,6 +88,7 @@ pub mod checker;
 pub mod durability;
 pub mod error;
 mod fxhash;
+pub mod graph;
 mod intmap;
 pub mod policy;
 pub mod queue;

@@ -13,8 +13,8 @@ use logjam_history::Header;
 use crate::anomaly::{AnomalyGroup, AnomalyKind};
 use crate::checker::Findings;
 use crate::durability::DurabilityReport;
+use crate::graph::GraphStats;
 use crate::policy::Policy;
-use crate::queue::cycles::GraphStats;
 use crate::queue::realtime::LinearizabilitySummary;
 
 /// The tri-state result of a check.
