@@ -1,6 +1,6 @@
 //! The dependency graph any checker can use, built as Elle is: an *analyzer* (each checker's
 //! own, e.g. `queue::cycles`) infers ww/wr/rw edges between ops; this module finds and
-//! classifies cycles; the *explainer* ([`explain`]) turns a cycle into a witness in words.
+//! classifies cycles; the *explainer* (`explain`) turns a cycle into a witness in words.
 //!
 //! Cycle classes (Adya; Elle's names): **G0** ww edges only; **G1c** ww and wr with at least
 //! one wr; **G-single** exactly one rw; **G2** two or more rw.
