@@ -5,9 +5,9 @@
 //! `queue::loss` for how they are chosen) did not return it and any of these holds:
 //! it is a `lost-write` or `unseen-lost` anomaly; or one final read of its key returned records
 //! on both sides of its offset but not it (it was in the log once, e.g. read during the run,
-//! and recovery truncated it); or it was acknowledged at an offset at or past the end of the
-//! log that the final reads read to (the workload's `log-end` op says they read every offset
-//! below that end, so the log no longer holds it). Otherwise, when the final reads never
+//! and recovery truncated it); or it was acknowledged, before the workload's `log-end` op, at
+//! an offset at or past the end of the log that the final reads read to (that op says they
+//! read every offset below that end, so the log no longer holds it). Otherwise, when the final reads never
 //! reached its offset, it is counted as **unconfirmed**: maybe late, maybe lost, the history
 //! cannot tell.
 //!
@@ -143,7 +143,11 @@ pub(crate) fn report(
                 continue;
             }
             let covered = send.index != NO_INDEX && kf.spans_index(send.index);
-            let log_end = index.log_ends.get(&send.key).copied();
+            let log_end = index
+                .log_ends
+                .get(&send.key)
+                .filter(|end| end.covers_ack(Some(ack_time_ns)))
+                .map(|end| end.end);
             let beyond_end = send
                 .offset
                 .zip(log_end)

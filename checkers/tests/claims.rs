@@ -458,3 +458,24 @@ fn jepsen_lost_write_atomic() {
         r.summary()
     );
 }
+
+#[test]
+fn a_write_acknowledged_after_the_log_end_is_not_judged_by_it() {
+    // The log-end op comes first; 4 is acknowledged at offset 1 only afterwards: the end the
+    // final reads saw says nothing about it.
+    let mut b = HistoryBuilder::new("queue");
+    b.send_info(1, 1, 3);
+    b.final_poll_ok(2, &[(1, &[(0, 3)])]);
+    let ends = OpValue::Json(serde_json::json!({ "ends": { "1": 1 } }));
+    b.client(2, OpType::Invoke, Function::LogEnd, ends.clone());
+    b.client(2, OpType::Ok, Function::LogEnd, ends);
+    b.send_ok(0, 1, 4, 1);
+    let r = check(b);
+    assert!(
+        !r.anomalies.contains_key(&AnomalyKind::UnseenLost),
+        "{}",
+        r.summary()
+    );
+    assert_eq!(r.durability.lost, 0, "{}", r.summary());
+    assert_eq!(r.durability.unconfirmed, 1);
+}

@@ -152,6 +152,24 @@ impl KeyLog {
     }
 }
 
+/// Where the final reads found a key's log to end (the workload's `log-end` op).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogEnd {
+    /// Every offset below it was read; the log had nothing at or past it.
+    pub end: i64,
+    /// When the `log-end` op was invoked: only writes acknowledged before it are judged by it
+    /// (a send still running during the final reads may land past the end they saw).
+    pub time_ns: u64,
+}
+
+impl LogEnd {
+    /// True when a write acknowledged at `ack_ns` (`None`: never acknowledged) is judged by
+    /// this end.
+    pub fn covers_ack(&self, ack_ns: Option<u64>) -> bool {
+        ack_ns.is_some_and(|ack| ack <= self.time_ns)
+    }
+}
+
 /// A history folded into the shapes the analyses need.
 pub(crate) struct QueueIndex {
     pub ops: Vec<OpRecord>,
@@ -167,7 +185,7 @@ pub(crate) struct QueueIndex {
     pub assignments: FxHashMap<OpId, Vec<Key>>,
     /// Per key, the log end the final reads read to (from the workload's `log-end` op): every
     /// offset below it was read, and the log had nothing at or past it.
-    pub log_ends: FxHashMap<KeyId, i64>,
+    pub log_ends: FxHashMap<KeyId, LogEnd>,
 }
 
 impl QueueIndex {
@@ -186,7 +204,7 @@ impl QueueIndex {
     }
 
     /// `{"ends": {"<key>": end}}` from a `log-end` op; anything else in it is ignored.
-    fn ingest_log_ends(&mut self, value: &OpValue) {
+    fn ingest_log_ends(&mut self, value: &OpValue, time_ns: u64) {
         let OpValue::Json(json) = value else { return };
         let Some(ends) = json.get("ends").and_then(|ends| ends.as_object()) else {
             return;
@@ -194,7 +212,7 @@ impl QueueIndex {
         for (key, end) in ends {
             if let (Ok(key), Some(end)) = (key.parse::<i64>(), end.as_i64()) {
                 let id = self.key_id(Key(key));
-                self.log_ends.insert(id, end);
+                self.log_ends.insert(id, LogEnd { end, time_ns });
             }
         }
     }
@@ -216,7 +234,7 @@ impl QueueIndex {
             self.saw_subscribe = true;
         }
         if op.f == Function::LogEnd && op.outcome == Outcome::Ok {
-            self.ingest_log_ends(&op.value);
+            self.ingest_log_ends(&op.value, op.invoke_time_ns);
         }
         if let OpValue::Keys(keys) = &op.value
             && op.f.has_keys()

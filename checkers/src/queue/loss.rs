@@ -11,8 +11,9 @@
 //!   inconsistent offsets because it uses first/last indices.)
 //! - **unseen-lost**: a committed value w ∉ `R` that is not a lost-write, and one of:
 //!   - its position is known and the *final reads* returned a record at or past it;
-//!   - the workload's `log-end` op says the final reads read the key's whole log (every
-//!     offset below its end, nothing at or past it), so the log no longer holds w;
+//!   - w was acknowledged before the workload's `log-end` op, which says the final reads read
+//!     the key's whole log (every offset below its end, nothing at or past it), so the log no
+//!     longer holds w;
 //!   - its position is unknown, it was acknowledged before the send of a value L the final
 //!     reads returned was invoked (so the log, when linearizable, holds w before L), the key's
 //!     log was checked linearizable by `queue::realtime`, and the final reads covered every
@@ -270,10 +271,14 @@ pub(crate) fn check(
                 .max_index
                 .filter(|&m| known && last_index <= m)
                 .and(kf.reader_at_max);
-            let log_end = index.log_ends.get(&key_id).copied();
             let ack_time = (writer_op.outcome == Outcome::Ok)
                 .then_some(writer_op.complete_time_ns)
                 .flatten();
+            let log_end = index
+                .log_ends
+                .get(&key_id)
+                .filter(|end| end.covers_ack(ack_time))
+                .map(|end| end.end);
             // Only for writes whose offset is unknown; see the module doc.
             let past_realtime = match (ack_time, kf.latest_writer) {
                 (Some(ack), Some((invoked, later_writer, later_value, reader, later_index)))
