@@ -8,8 +8,12 @@
 //! are never removed: a configuration that was entered either led to success
 //! (the search stops) or was fully explored and failed.
 
+use crate::memory::vec_bytes;
+
 /// Marks an empty slot.
 const EMPTY: u64 = 0;
+/// Entries an empty cache has room for.
+const INITIAL_ENTRIES: usize = 512;
 
 /// The set of configurations already explored in one partition's search.
 #[derive(Debug)]
@@ -31,18 +35,24 @@ pub(crate) struct VisitedCache {
 impl VisitedCache {
     /// An empty cache for bitsets of `words_per_key` words.
     pub(crate) fn new(words_per_key: usize) -> Self {
+        let capacity = INITIAL_ENTRIES;
         VisitedCache {
             words_per_key,
-            slots: vec![EMPTY; 1 << 10],
-            hashes: Vec::new(),
-            states: Vec::new(),
-            bits: Vec::new(),
+            slots: vec![EMPTY; 2 * capacity],
+            hashes: Vec::with_capacity(capacity),
+            states: Vec::with_capacity(capacity),
+            bits: Vec::with_capacity(capacity * words_per_key),
         }
     }
 
     /// Number of configurations recorded.
     pub(crate) fn len(&self) -> usize {
         self.states.len()
+    }
+
+    /// Entries that fit before the next growth.
+    fn capacity(&self) -> usize {
+        self.slots.len() / 2
     }
 
     /// Records `(bits, state)` and returns true, or returns false if it was
@@ -72,7 +82,7 @@ impl VisitedCache {
         self.hashes.push(hash);
         self.states.push(state);
         self.bits.extend_from_slice(bits);
-        if self.states.len() * 2 > self.slots.len() {
+        if self.states.len() == self.capacity() {
             self.grow();
         }
         true
@@ -82,11 +92,14 @@ impl VisitedCache {
         &self.bits[entry * self.words_per_key..(entry + 1) * self.words_per_key]
     }
 
-    /// Doubles the slot array and reinserts every entry (load factor ≤ 1/2).
+    /// Doubles the slot array and the entry arrays together (load factor
+    /// ≤ 1/2) and reinserts every entry. Growing in lockstep with exact
+    /// reservations keeps [`VisitedCache::bytes`] a function of the entry
+    /// count alone.
     fn grow(&mut self) {
-        let capacity = self.slots.len() * 2;
-        let mask = capacity - 1;
-        let mut slots = vec![EMPTY; capacity];
+        let capacity = self.capacity() * 2;
+        let mask = 2 * capacity - 1;
+        let mut slots = vec![EMPTY; 2 * capacity];
         for (entry, &hash) in self.hashes.iter().enumerate() {
             let mut slot = (hash as usize) & mask;
             while slots[slot] != EMPTY {
@@ -95,14 +108,32 @@ impl VisitedCache {
             slots[slot] = (hash & 0xffff_ffff_0000_0000) | (entry as u64 + 1);
         }
         self.slots = slots;
+        self.hashes.reserve_exact(capacity - self.hashes.len());
+        self.states.reserve_exact(capacity - self.states.len());
+        self.bits
+            .reserve_exact(capacity * self.words_per_key - self.bits.len());
     }
 
-    /// Approximate heap use in bytes, for reports.
-    pub(crate) fn bytes(&self) -> usize {
-        self.slots.capacity() * 8
-            + self.hashes.capacity() * 8
-            + self.states.capacity() * 4
-            + self.bits.capacity() * 8
+    /// Heap use in bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        vec_bytes(&self.slots)
+            + vec_bytes(&self.hashes)
+            + vec_bytes(&self.states)
+            + vec_bytes(&self.bits)
+    }
+
+    /// Bytes the next insert may newly allocate: the doubled arrays when it
+    /// fills the cache (the old ones are still held while copying).
+    pub(crate) fn insert_growth(&self) -> u64 {
+        if self.states.len() + 1 < self.capacity() {
+            return 0;
+        }
+        Self::bytes_for(self.capacity() * 2, self.words_per_key)
+    }
+
+    /// Bytes of a cache with room for `capacity` entries.
+    fn bytes_for(capacity: usize, words_per_key: usize) -> u64 {
+        (2 * capacity * 8 + capacity * (8 + 4 + 8 * words_per_key)) as u64
     }
 }
 
@@ -133,6 +164,22 @@ mod tests {
             assert!(!cache.insert(hash, &[key], 0));
         }
         assert_eq!(cache.len(), 10_000);
-        assert!(cache.bytes() > 0);
+        // 16,384 entries of room after growing from 512 five times.
+        assert_eq!(cache.bytes(), VisitedCache::bytes_for(16_384, 1));
+    }
+
+    #[test]
+    fn insert_growth_announces_the_next_doubling() {
+        let mut cache = VisitedCache::new(1);
+        let mut key = 0;
+        while cache.insert_growth() == 0 {
+            assert!(cache.insert(key, &[key], 0));
+            key += 1;
+        }
+        let before = cache.bytes();
+        let announced = cache.insert_growth();
+        assert!(cache.insert(key, &[key], 0));
+        assert_eq!(cache.bytes(), announced);
+        assert!(cache.bytes() > before);
     }
 }

@@ -41,13 +41,14 @@
 //!    visited cache stores both inline (`cache.rs`).
 
 use crate::bitset::Bitset;
-use crate::budget::Budget;
 use crate::cache::VisitedCache;
 use crate::counterexample::StuckReason;
 use crate::hash::{FxHashMap, mix_state, zobrist_keys};
+use crate::memory::vec_bytes;
 use crate::model::Model;
 use crate::operation::{Operation, Timestamp};
 use crate::state_table::StateTable;
+use std::mem::size_of;
 use std::time::{Duration, Instant};
 
 /// No entry / no operation.
@@ -59,6 +60,27 @@ const HEAD: u32 = 0;
 const OBSERVATION_HORIZON: u32 = 256;
 /// How often (in steps) the time budget is checked.
 const TIME_CHECK_INTERVAL: u64 = 1 << 12;
+/// How often (in observations) the setup looks at the clock.
+const SETUP_TIME_CHECK_INTERVAL: usize = 1 << 10;
+
+/// The limits one partition's search runs under (see `Budget`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// At most this many steps.
+    pub(crate) steps_max: Option<u64>,
+    /// Stop at this instant; the duration is the configured limit, for the
+    /// reason.
+    pub(crate) deadline: Option<(Instant, Duration)>,
+    /// At most this many bytes of search structures.
+    pub(crate) memory_max: Option<u64>,
+}
+
+impl Limits {
+    fn time_exhausted(&self) -> Option<RawOutcome> {
+        let (deadline, time_max) = self.deadline?;
+        (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
+    }
+}
 
 /// Where the search got stuck at its deepest point: the raw material of a
 /// counterexample. Ids are indices into the slice given to [`search`].
@@ -87,6 +109,8 @@ pub(crate) enum SearchOutcome {
     StepBudgetExhausted { steps_max: u64 },
     /// The time limit was reached.
     TimeBudgetExhausted { time_max: Duration },
+    /// The memory limit would have been crossed by the next step.
+    MemoryBudgetExhausted { memory_max: u64 },
 }
 
 /// Counters from one partition's search.
@@ -102,6 +126,11 @@ pub(crate) struct SearchStats {
     pub(crate) dropped: u64,
     /// Visited-cache heap use in bytes.
     pub(crate) cache_bytes: u64,
+    /// Most bytes the search structures held at once (counted, including
+    /// the old and new arrays while one grows).
+    pub(crate) memory_peak: u64,
+    /// The longest linearizable prefix reached.
+    pub(crate) deepest_prefix: u64,
 }
 
 /// One choice on the search stack.
@@ -128,7 +157,6 @@ enum Attempt {
 }
 
 /// The result of forcing read-only operations at a new configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Forcing {
     /// Nothing (more) to force; branch normally.
     Branch,
@@ -136,13 +164,15 @@ enum Forcing {
     Dead,
     /// Every required operation is linearized.
     Done,
+    /// A budget ran out.
+    Exhausted(RawOutcome),
 }
 
 /// Searches for a linearization of `ops` (one partition) under `model`.
 pub(crate) fn search<M: Model>(
     model: &M,
     ops: &[&Operation<M::Input, M::Output>],
-    budget: &Budget,
+    limits: &Limits,
 ) -> (SearchOutcome, SearchStats) {
     // Reduction 1: an indeterminate read-only operation has no effect and no
     // deadline; leaving it out changes nothing.
@@ -154,7 +184,16 @@ pub(crate) fn search<M: Model>(
         .collect();
     let kept_ops: Vec<&Operation<M::Input, M::Output>> =
         kept.iter().map(|&index| ops[index]).collect();
-    let mut search = Search::new(model, kept_ops, budget);
+    let mut search = match Search::new(model, kept_ops, limits) {
+        Ok(search) => search,
+        Err(exhausted) => {
+            let stats = SearchStats {
+                dropped: (ops.len() - kept.len()) as u64,
+                ..SearchStats::default()
+            };
+            return (exhausted.into_search_outcome(), stats);
+        }
+    };
     let outcome = search.run();
     let translate =
         |ids: Vec<u32>| -> Vec<usize> { ids.into_iter().map(|id| kept[id as usize]).collect() };
@@ -173,19 +212,16 @@ pub(crate) fn search<M: Model>(
                 },
             }
         }
-        RawOutcome::StepBudgetExhausted { steps_max } => {
-            SearchOutcome::StepBudgetExhausted { steps_max }
-        }
-        RawOutcome::TimeBudgetExhausted { time_max } => {
-            SearchOutcome::TimeBudgetExhausted { time_max }
-        }
+        exhausted => exhausted.into_search_outcome(),
     };
     let stats = SearchStats {
         steps: search.steps,
         configurations: search.cache.len() as u64,
         states: search.table.len() as u64,
         dropped: (ops.len() - kept.len()) as u64,
-        cache_bytes: search.cache.bytes() as u64,
+        cache_bytes: search.cache.bytes(),
+        memory_peak: search.memory_peak,
+        deepest_prefix: search.deepest as u64,
     };
     (outcome, stats)
 }
@@ -196,6 +232,27 @@ enum RawOutcome {
     NotLinearizable,
     StepBudgetExhausted { steps_max: u64 },
     TimeBudgetExhausted { time_max: Duration },
+    MemoryBudgetExhausted { memory_max: u64 },
+}
+
+impl RawOutcome {
+    /// The outcome of a search stopped by its budget.
+    fn into_search_outcome(self) -> SearchOutcome {
+        match self {
+            RawOutcome::StepBudgetExhausted { steps_max } => {
+                SearchOutcome::StepBudgetExhausted { steps_max }
+            }
+            RawOutcome::TimeBudgetExhausted { time_max } => {
+                SearchOutcome::TimeBudgetExhausted { time_max }
+            }
+            RawOutcome::MemoryBudgetExhausted { memory_max } => {
+                SearchOutcome::MemoryBudgetExhausted { memory_max }
+            }
+            RawOutcome::Linearizable { .. } | RawOutcome::NotLinearizable => {
+                unreachable!("only budget outcomes are translated here")
+            }
+        }
+    }
 }
 
 /// The deepest stuck point in local ids.
@@ -261,9 +318,14 @@ struct Search<'a, M: Model> {
     /// Steps taken so far.
     steps: u64,
     /// Limits.
-    budget: Budget,
-    /// When the search started, for the time budget.
-    started: Instant,
+    limits: Limits,
+    /// Bytes of the structures whose size is fixed at setup (list, ids,
+    /// bitset, stack, enablers, room for the deepest stuck point).
+    fixed_bytes: u64,
+    /// Most bytes held at once so far.
+    memory_peak: u64,
+    /// The longest stack so far.
+    deepest: usize,
     /// Step count at which to look at the clock next.
     next_time_check: u64,
     /// The deepest dead end seen so far (for counterexamples).
@@ -271,7 +333,12 @@ struct Search<'a, M: Model> {
 }
 
 impl<'a, M: Model> Search<'a, M> {
-    fn new(model: &'a M, ops: Vec<&'a Operation<M::Input, M::Output>>, budget: &Budget) -> Self {
+    /// Builds the search, or says which budget ran out while building it.
+    fn new(
+        model: &'a M,
+        ops: Vec<&'a Operation<M::Input, M::Output>>,
+        limits: &Limits,
+    ) -> Result<Self, RawOutcome> {
         let count = ops.len();
         assert!(count < (NONE / 2) as usize, "partition too large");
         let required: Vec<bool> = ops.iter().map(|op| !op.is_optional()).collect();
@@ -320,8 +387,11 @@ impl<'a, M: Model> Search<'a, M> {
                 return_times.push(time);
             }
         }
+        if let Some(exhausted) = limits.time_exhausted() {
+            return Err(exhausted);
+        }
         let enablers = if M::PRUNES_UNREACHABLE_OBSERVATIONS {
-            observation_enablers(model, &ops, &read_only, &return_rank, &return_times)
+            observation_enablers(model, &ops, &read_only, &return_rank, &return_times, limits)?
         } else {
             vec![None; count]
         };
@@ -329,7 +399,23 @@ impl<'a, M: Model> Search<'a, M> {
         let table = StateTable::new(model, ops.clone());
         let linearized = Bitset::new(count);
         let words = linearized.words().len();
-        Search {
+        let enabler_bytes: u64 = enablers
+            .iter()
+            .map(|list| {
+                (size_of::<Option<Vec<u32>>>()
+                    + list.as_ref().map_or(0, |list| list.capacity() * 4)) as u64
+            })
+            .sum();
+        // Per operation: ids (8 for the op reference, 4 × 5 for ranks and
+        // entries, 1 × 2 for flags, 8 for its key), two list entries of 4 × 3 + 1
+        // bytes, a stack frame, and room for the deepest stuck point (its prefix
+        // and candidates, old and new while one replaces the other: 4 × 4).
+        let fixed_bytes = enabler_bytes
+            + vec_bytes(&next) * 3
+            + vec_bytes(&entry_is_call)
+            + (count * (8 + 4 * 5 + 2 + 8 + size_of::<Frame>() + 16)) as u64
+            + (words * 8) as u64;
+        let search = Search {
             model,
             ops,
             return_rank,
@@ -354,11 +440,25 @@ impl<'a, M: Model> Search<'a, M> {
             state: 0,
             required_linearized: 0,
             steps: 0,
-            budget: *budget,
-            started: Instant::now(),
+            limits: *limits,
+            fixed_bytes,
+            memory_peak: 0,
+            deepest: 0,
             next_time_check: TIME_CHECK_INTERVAL,
             best: None,
+        };
+        if let Some(memory_max) = limits.memory_max
+            && search.memory_in_use() + search.cache.insert_growth() + search.table.step_growth()
+                > memory_max
+        {
+            return Err(RawOutcome::MemoryBudgetExhausted { memory_max });
         }
+        Ok(search)
+    }
+
+    /// Bytes the search structures hold now.
+    fn memory_in_use(&self) -> u64 {
+        self.fixed_bytes + self.cache.bytes() + self.table.bytes()
     }
 
     fn run(&mut self) -> RawOutcome {
@@ -367,7 +467,9 @@ impl<'a, M: Model> Search<'a, M> {
         }
         // The initial configuration counts as visited.
         let _new = self.cache.insert(mix_state(0), self.linearized.words(), 0);
+        self.memory_peak = self.memory_in_use();
         let mut entry = match self.force_read_only() {
+            Forcing::Exhausted(exhausted) => return exhausted,
             Forcing::Done => return self.witness(),
             Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
             Forcing::Branch | Forcing::Dead => return RawOutcome::NotLinearizable,
@@ -399,6 +501,7 @@ impl<'a, M: Model> Search<'a, M> {
                 return self.witness();
             }
             entry = match self.force_read_only() {
+                Forcing::Exhausted(exhausted) => return exhausted,
                 Forcing::Done => return self.witness(),
                 Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
                 Forcing::Branch | Forcing::Dead => match self.backtrack() {
@@ -486,19 +589,25 @@ impl<'a, M: Model> Search<'a, M> {
         predecessor == NONE || self.linearized.contains(predecessor as usize)
     }
 
+    /// Before each step: stop if the step limit is reached, if the step
+    /// could grow the structures past the memory limit (the check is on
+    /// the worst case, so the limit is never crossed), or, every
+    /// [`TIME_CHECK_INTERVAL`] steps, if the deadline has passed.
     fn check_budget(&mut self) -> Option<RawOutcome> {
-        if let Some(steps_max) = self.budget.steps_max
+        if let Some(steps_max) = self.limits.steps_max
             && self.steps >= steps_max
         {
             return Some(RawOutcome::StepBudgetExhausted { steps_max });
         }
-        if let Some(time_max) = self.budget.time_max
-            && self.steps >= self.next_time_check
+        if let Some(memory_max) = self.limits.memory_max
+            && self.memory_in_use() + self.cache.insert_growth() + self.table.step_growth()
+                > memory_max
         {
+            return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
+        }
+        if self.steps >= self.next_time_check {
             self.next_time_check = self.steps + TIME_CHECK_INTERVAL;
-            if self.started.elapsed() >= time_max {
-                return Some(RawOutcome::TimeBudgetExhausted { time_max });
-            }
+            return self.limits.time_exhausted();
         }
         None
     }
@@ -519,6 +628,9 @@ impl<'a, M: Model> Search<'a, M> {
             while entry != self.tail && self.entry_is_call[entry as usize] {
                 let op = self.entry_op[entry as usize];
                 if self.read_only[op as usize] && self.may_try(op) {
+                    if let Some(exhausted) = self.check_budget() {
+                        return Forcing::Exhausted(exhausted);
+                    }
                     match self.try_linearize(op, true) {
                         Attempt::Rejected => {}
                         Attempt::Seen => return Forcing::Dead,
@@ -538,6 +650,27 @@ impl<'a, M: Model> Search<'a, M> {
 
     #[inline]
     fn try_linearize(&mut self, op: u32, forced: bool) -> Attempt {
+        let before = (self.cache.bytes(), self.table.parts());
+        let attempt = self.try_linearize_inner(op, forced);
+        let after = (self.cache.bytes(), self.table.parts());
+        if after != before {
+            // While an array grows, its old and new copies are both held.
+            let held = |old: u64, new: u64| if old == new { old } else { old + new };
+            let table: u64 = before
+                .1
+                .iter()
+                .zip(&after.1)
+                .map(|(&old, &new)| held(old, new))
+                .sum();
+            self.memory_peak = self
+                .memory_peak
+                .max(self.fixed_bytes + held(before.0, after.0) + table);
+        }
+        attempt
+    }
+
+    #[inline]
+    fn try_linearize_inner(&mut self, op: u32, forced: bool) -> Attempt {
         self.steps += 1;
         let Some(next_state) = self.table.step(op, self.state) else {
             return Attempt::Rejected;
@@ -561,6 +694,7 @@ impl<'a, M: Model> Search<'a, M> {
             forced,
         });
         self.state = next_state;
+        self.deepest = self.deepest.max(self.stack.len());
         self.lift(op);
         if self.required[op_index] {
             self.required_linearized += 1;
@@ -667,30 +801,50 @@ fn observation_enablers<M: Model>(
     read_only: &[bool],
     return_rank: &[u32],
     return_times: &[Timestamp],
-) -> Vec<Option<Vec<u32>>> {
-    (0..ops.len())
-        .map(|observation| {
-            let rank = return_rank[observation];
-            if !read_only[observation] || rank == NONE {
-                return None;
-            }
-            let earliest_rank = rank.saturating_sub(OBSERVATION_HORIZON - 1);
-            let frontier_time = return_times[earliest_rank as usize];
-            let observed = ops[observation];
-            let enablers: Vec<u32> = (0..ops.len())
-                .filter(|&writer| {
-                    let candidate = ops[writer];
-                    writer != observation
-                        && !read_only[writer]
-                        && candidate.call <= observed.return_at
-                        && candidate.return_at >= frontier_time
-                        && model.enables_observation(candidate, observed)
-                })
-                .map(|writer| writer as u32)
-                .collect();
-            Some(enablers)
-        })
-        .collect()
+    limits: &Limits,
+) -> Result<Vec<Option<Vec<u32>>>, RawOutcome> {
+    // A sweep over the observations in return order: both bounds (the
+    // observation's return and the frontier time) only grow, so the writers
+    // that satisfy them form a sliding window. Linear in the history times
+    // the window, where a scan per observation would be quadratic.
+    let mut observations: Vec<u32> = (0..ops.len() as u32)
+        .filter(|&op| read_only[op as usize] && return_rank[op as usize] != NONE)
+        .collect();
+    observations.sort_unstable_by_key(|&op| return_rank[op as usize]);
+    let mut writers: Vec<u32> = (0..ops.len() as u32)
+        .filter(|&op| !read_only[op as usize])
+        .collect();
+    writers.sort_unstable_by_key(|&op| (ops[op as usize].call, op));
+    let mut enablers: Vec<Option<Vec<u32>>> = vec![None; ops.len()];
+    let mut window: Vec<u32> = Vec::new();
+    let mut next_writer = 0;
+    for (done, &observation) in observations.iter().enumerate() {
+        if done % SETUP_TIME_CHECK_INTERVAL == 0
+            && let Some(exhausted) = limits.time_exhausted()
+        {
+            return Err(exhausted);
+        }
+        let rank = return_rank[observation as usize];
+        let earliest_rank = rank.saturating_sub(OBSERVATION_HORIZON - 1);
+        let frontier_time = return_times[earliest_rank as usize];
+        let observed = ops[observation as usize];
+        while next_writer < writers.len()
+            && ops[writers[next_writer] as usize].call <= observed.return_at
+        {
+            window.push(writers[next_writer]);
+            next_writer += 1;
+        }
+        window.retain(|&writer| ops[writer as usize].return_at >= frontier_time);
+        let mut list: Vec<u32> = window
+            .iter()
+            .copied()
+            .filter(|&writer| model.enables_observation(ops[writer as usize], observed))
+            .collect();
+        list.sort_unstable();
+        list.shrink_to_fit();
+        enablers[observation as usize] = Some(list);
+    }
+    Ok(enablers)
 }
 
 /// Reduction 3: for each operation, the nearest earlier operation (by call,

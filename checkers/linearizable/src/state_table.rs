@@ -7,8 +7,10 @@
 //! The model itself is consulted once per distinct `(operation, state)`.
 
 use crate::hash::FxHashMap;
+use crate::memory::{map_bytes, map_insert_growth, vec_bytes, vec_push_growth};
 use crate::model::Model;
 use crate::operation::Operation;
+use std::mem::size_of;
 
 /// Transition not computed yet.
 const UNCOMPUTED: u32 = u32::MAX;
@@ -57,6 +59,45 @@ impl<'a, M: Model> StateTable<'a, M> {
     /// Number of distinct states seen.
     pub(crate) fn len(&self) -> usize {
         self.states.len()
+    }
+
+    /// Heap use in bytes (the states' own heap contents, such as a KV
+    /// model's strings, are not counted).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.parts().iter().sum()
+    }
+
+    /// Heap use of each growable part, in bytes: states, ids, dense rows,
+    /// sparse transitions.
+    pub(crate) fn parts(&self) -> [u64; 4] {
+        [
+            vec_bytes(&self.states),
+            map_bytes(self.ids.capacity(), size_of::<(M::State, u32)>()),
+            vec_bytes(&self.dense),
+            map_bytes(self.sparse.capacity(), size_of::<(u64, u32)>()),
+        ]
+    }
+
+    /// Bytes one [`StateTable::step`] may newly allocate at most: a new
+    /// state (its slot, its id, its dense row) and a new sparse transition.
+    pub(crate) fn step_growth(&self) -> u64 {
+        let dense_row = if self.states.len() < self.dense_states {
+            vec_push_growth(&self.dense, self.ops.len())
+        } else {
+            0
+        };
+        vec_push_growth(&self.states, 1)
+            + map_insert_growth(
+                self.ids.len(),
+                self.ids.capacity(),
+                size_of::<(M::State, u32)>(),
+            )
+            + dense_row
+            + map_insert_growth(
+                self.sparse.len(),
+                self.sparse.capacity(),
+                size_of::<(u64, u32)>(),
+            )
     }
 
     /// The state behind an id.
