@@ -6,6 +6,7 @@ mod check;
 mod cli;
 mod cluster;
 mod lab;
+mod lincheck;
 mod matrix;
 mod metrics;
 mod nemesis;
