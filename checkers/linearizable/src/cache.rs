@@ -59,6 +59,42 @@ impl VisitedCache {
     /// already present. `hash` must be a function of `(bits, state)` only.
     #[inline]
     pub(crate) fn insert(&mut self, hash: u64, bits: &[u64], state: u32) -> bool {
+        self.find_or_insert(hash, bits, state).1
+    }
+
+    /// The entry holding `(bits, state)`, if present.
+    #[inline]
+    pub(crate) fn find(&self, hash: u64, bits: &[u64], state: u32) -> Option<u32> {
+        match self.probe(hash, bits, state) {
+            Ok(entry) => Some(entry),
+            Err(_) => None,
+        }
+    }
+
+    /// The entry holding `(bits, state)` and whether it was just added.
+    /// Entries are numbered from 0 in insertion order and never move, so
+    /// the number is a stable id for the key.
+    #[inline]
+    pub(crate) fn find_or_insert(&mut self, hash: u64, bits: &[u64], state: u32) -> (u32, bool) {
+        let slot = match self.probe(hash, bits, state) {
+            Ok(entry) => return (entry, false),
+            Err(slot) => slot,
+        };
+        let entry = self.states.len();
+        assert!(entry < u32::MAX as usize - 1, "visited cache overflow");
+        self.slots[slot] = (hash & 0xffff_ffff_0000_0000) | (entry as u64 + 1);
+        self.hashes.push(hash);
+        self.states.push(state);
+        self.bits.extend_from_slice(bits);
+        if self.states.len() == self.capacity() {
+            self.grow();
+        }
+        (entry as u32, true)
+    }
+
+    /// `Ok(entry)` if present, else `Err(slot)`: the empty slot to use.
+    #[inline]
+    fn probe(&self, hash: u64, bits: &[u64], state: u32) -> Result<u32, usize> {
         debug_assert_eq!(bits.len(), self.words_per_key);
         let tag = hash & 0xffff_ffff_0000_0000;
         let mask = self.slots.len() - 1;
@@ -66,26 +102,16 @@ impl VisitedCache {
         loop {
             let value = self.slots[slot];
             if value == EMPTY {
-                break;
+                return Err(slot);
             }
             if value & 0xffff_ffff_0000_0000 == tag {
                 let entry = (value & 0xffff_ffff) as usize - 1;
                 if self.states[entry] == state && self.key_bits(entry) == bits {
-                    return false;
+                    return Ok(entry as u32);
                 }
             }
             slot = (slot + 1) & mask;
         }
-        let entry = self.states.len();
-        assert!(entry < u32::MAX as usize - 1, "visited cache overflow");
-        self.slots[slot] = tag | (entry as u64 + 1);
-        self.hashes.push(hash);
-        self.states.push(state);
-        self.bits.extend_from_slice(bits);
-        if self.states.len() == self.capacity() {
-            self.grow();
-        }
-        true
     }
 
     fn key_bits(&self, entry: usize) -> &[u64] {

@@ -55,6 +55,7 @@ mod checker;
 pub mod counterexample;
 pub mod error;
 mod hash;
+mod linearized;
 mod memory;
 pub mod model;
 pub mod models;

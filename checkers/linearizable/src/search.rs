@@ -40,10 +40,10 @@
 //!    linearized set is a bitset hashed incrementally (Zobrist), and the
 //!    visited cache stores both inline (`cache.rs`).
 
-use crate::bitset::Bitset;
 use crate::cache::VisitedCache;
 use crate::counterexample::StuckReason;
-use crate::hash::{FxHashMap, mix_state, zobrist_keys};
+use crate::hash::{FxHashMap, mix_state};
+use crate::linearized::LinearizedSet;
 use crate::memory::vec_bytes;
 use crate::model::Model;
 use crate::operation::{Operation, Timestamp};
@@ -299,12 +299,8 @@ struct Search<'a, M: Model> {
     read_only: Vec<bool>,
     /// Reduction 3: the identical operation that must be linearized first.
     must_follow: Vec<u32>,
-    /// One Zobrist key per operation.
-    zobrist: Vec<u64>,
-    /// Operations linearized on the current path.
-    linearized: Bitset,
-    /// XOR of the Zobrist keys of `linearized`.
-    linearized_hash: u64,
+    /// Operations linearized on the current path, hashed and keyed.
+    linearized: LinearizedSet,
     /// Configurations already entered.
     cache: VisitedCache,
     /// The current path of choices.
@@ -397,8 +393,8 @@ impl<'a, M: Model> Search<'a, M> {
         };
         let must_follow = identical_predecessors(&ops);
         let table = StateTable::new(model, ops.clone());
-        let linearized = Bitset::new(count);
-        let words = linearized.words().len();
+        let linearized = LinearizedSet::new(count);
+        let words = linearized.key_words();
         let enabler_bytes: u64 = enablers
             .iter()
             .map(|list| {
@@ -413,8 +409,8 @@ impl<'a, M: Model> Search<'a, M> {
         let fixed_bytes = enabler_bytes
             + vec_bytes(&next) * 3
             + vec_bytes(&entry_is_call)
-            + (count * (8 + 4 * 5 + 2 + 8 + size_of::<Frame>() + 16)) as u64
-            + (words * 8) as u64;
+            + (count * (8 + 4 * 5 + 2 + size_of::<Frame>() + 16)) as u64
+            + linearized.fixed_bytes();
         let search = Search {
             model,
             ops,
@@ -432,9 +428,7 @@ impl<'a, M: Model> Search<'a, M> {
             required,
             read_only,
             must_follow,
-            zobrist: zobrist_keys(count),
             linearized,
-            linearized_hash: 0,
             cache: VisitedCache::new(words),
             stack: Vec::with_capacity(count),
             state: 0,
@@ -448,8 +442,7 @@ impl<'a, M: Model> Search<'a, M> {
             best: None,
         };
         if let Some(memory_max) = limits.memory_max
-            && search.memory_in_use() + search.cache.insert_growth() + search.table.step_growth()
-                > memory_max
+            && search.memory_in_use() + search.step_growth() > memory_max
         {
             return Err(RawOutcome::MemoryBudgetExhausted { memory_max });
         }
@@ -458,7 +451,15 @@ impl<'a, M: Model> Search<'a, M> {
 
     /// Bytes the search structures hold now.
     fn memory_in_use(&self) -> u64 {
-        self.fixed_bytes + self.cache.bytes() + self.table.bytes()
+        self.fixed_bytes
+            + self.cache.bytes()
+            + self.linearized.interned_bytes()
+            + self.table.bytes()
+    }
+
+    /// Bytes one step may newly allocate at most.
+    fn step_growth(&self) -> u64 {
+        self.cache.insert_growth() + self.linearized.intern_growth() + self.table.step_growth()
     }
 
     fn run(&mut self) -> RawOutcome {
@@ -466,7 +467,8 @@ impl<'a, M: Model> Search<'a, M> {
             return RawOutcome::Linearizable { order: Vec::new() };
         }
         // The initial configuration counts as visited.
-        let _new = self.cache.insert(mix_state(0), self.linearized.words(), 0);
+        self.linearized.intern();
+        let _new = self.cache.insert(mix_state(0), self.linearized.key(), 0);
         self.memory_peak = self.memory_in_use();
         let mut entry = match self.force_read_only() {
             Forcing::Exhausted(exhausted) => return exhausted,
@@ -600,8 +602,7 @@ impl<'a, M: Model> Search<'a, M> {
             return Some(RawOutcome::StepBudgetExhausted { steps_max });
         }
         if let Some(memory_max) = self.limits.memory_max
-            && self.memory_in_use() + self.cache.insert_growth() + self.table.step_growth()
-                > memory_max
+            && self.memory_in_use() + self.step_growth() > memory_max
         {
             return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
         }
@@ -650,21 +651,28 @@ impl<'a, M: Model> Search<'a, M> {
 
     #[inline]
     fn try_linearize(&mut self, op: u32, forced: bool) -> Attempt {
-        let before = (self.cache.bytes(), self.table.parts());
+        let sizes = |search: &Self| {
+            let [a, b, c, d] = search.table.parts();
+            [
+                search.cache.bytes(),
+                search.linearized.interned_bytes(),
+                a,
+                b,
+                c,
+                d,
+            ]
+        };
+        let before = sizes(self);
         let attempt = self.try_linearize_inner(op, forced);
-        let after = (self.cache.bytes(), self.table.parts());
+        let after = sizes(self);
         if after != before {
             // While an array grows, its old and new copies are both held.
-            let held = |old: u64, new: u64| if old == new { old } else { old + new };
-            let table: u64 = before
-                .1
+            let held: u64 = before
                 .iter()
-                .zip(&after.1)
-                .map(|(&old, &new)| held(old, new))
+                .zip(&after)
+                .map(|(&old, &new)| if old == new { old } else { old + new })
                 .sum();
-            self.memory_peak = self
-                .memory_peak
-                .max(self.fixed_bytes + held(before.0, after.0) + table);
+            self.memory_peak = self.memory_peak.max(self.fixed_bytes + held);
         }
         attempt
     }
@@ -681,11 +689,10 @@ impl<'a, M: Model> Search<'a, M> {
         );
         let op_index = op as usize;
         self.linearized.insert(op_index);
-        self.linearized_hash ^= self.zobrist[op_index];
-        let hash = self.linearized_hash ^ mix_state(next_state);
-        if !self.cache.insert(hash, self.linearized.words(), next_state) {
+        self.linearized.intern();
+        let hash = self.linearized.hash() ^ mix_state(next_state);
+        if !self.cache.insert(hash, self.linearized.key(), next_state) {
             self.linearized.remove(op_index);
-            self.linearized_hash ^= self.zobrist[op_index];
             return Attempt::Seen;
         }
         self.stack.push(Frame {
@@ -710,7 +717,6 @@ impl<'a, M: Model> Search<'a, M> {
             let op_index = frame.op as usize;
             self.state = frame.previous_state;
             self.linearized.remove(op_index);
-            self.linearized_hash ^= self.zobrist[op_index];
             if self.required[op_index] {
                 self.required_linearized -= 1;
             }
