@@ -65,10 +65,7 @@ impl VisitedCache {
     /// The entry holding `(bits, state)`, if present.
     #[inline]
     pub(crate) fn find(&self, hash: u64, bits: &[u64], state: u32) -> Option<u32> {
-        match self.probe(hash, bits, state) {
-            Ok(entry) => Some(entry),
-            Err(_) => None,
-        }
+        self.probe(hash, bits, state).ok()
     }
 
     /// The entry holding `(bits, state)` and whether it was just added.

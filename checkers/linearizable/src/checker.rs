@@ -20,14 +20,25 @@ use crate::verdict::{
     CheckResult, PartitionOutcome, PartitionReport, SearchEffort, UnknownReason, Verdict,
 };
 use crate::witness::{self, stale_read_scan};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// Largest partition the search accepts (its ids are 32-bit, and each
 /// operation has two list entries).
 const PARTITION_OPERATIONS_MAX: usize = (u32::MAX / 4) as usize;
+
+/// Histories shorter than this are checked on the calling thread: starting
+/// threads would cost more than the parts take.
+const PARALLEL_OPERATIONS_MIN: usize = 1_000;
+
+/// The machine's available parallelism, asked once (std reads cgroup files
+/// for it, which costs more than checking a small history).
+fn machine_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| thread::available_parallelism().map_or(1, usize::from))
+}
 
 /// Options for [`check`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,8 +47,8 @@ pub struct CheckOptions {
     pub budget: Budget,
     /// Threads searching parts at once; 0 = the machine's available
     /// parallelism. Each gets `budget.memory_max / threads` (threads
-    /// capped at the number of parts), so set it for results that must not
-    /// depend on the machine.
+    /// capped at the number of parts; histories under 1,000 operations use
+    /// one), so set it for results that must not depend on the machine.
     pub threads: usize,
 }
 
@@ -188,12 +199,16 @@ fn check_parts<M>(
 where
     M: Model,
 {
-    let threads = match options.threads {
-        0 => thread::available_parallelism().map_or(1, usize::from),
-        threads => threads,
-    }
-    .min(parts.len())
-    .max(1);
+    let threads = if history.len() < PARALLEL_OPERATIONS_MIN {
+        1
+    } else {
+        match options.threads {
+            0 => machine_threads(),
+            threads => threads,
+        }
+        .min(parts.len())
+        .max(1)
+    };
     let budget = &options.budget;
     let limits = Limits {
         steps_max: budget.steps_max,

@@ -825,7 +825,7 @@ fn observation_enablers<M: Model>(
     let mut window: Vec<u32> = Vec::new();
     let mut next_writer = 0;
     for (done, &observation) in observations.iter().enumerate() {
-        if done % SETUP_TIME_CHECK_INTERVAL == 0
+        if done.is_multiple_of(SETUP_TIME_CHECK_INTERVAL)
             && let Some(exhausted) = limits.time_exhausted()
         {
             return Err(exhausted);

@@ -85,7 +85,7 @@ pub fn generate(shape: &Shape) -> Generated {
         let return_at = call + rng.between(1, 40) * 4;
         let point = rng.between(call, return_at - 1) * 8 + (index as u64 % 8);
         next_free[client] = return_at + rng.between(1, 20) * 4;
-        let is_write = rng.next() % 2 == 0;
+        let is_write = rng.next().is_multiple_of(2);
         let (input, output) = if is_write {
             next_value += 1;
             (RegisterOp::Write(next_value - 1), RegisterResult::Written)
