@@ -33,7 +33,8 @@
 //! * [`models`]: register, CAS register, key-value (per key and as one map)
 //!   and the Kafka partition log.
 //! * `checker`: [`check`], partitioning and result assembly.
-//! * `search`: the WGL/Lowe search for one part and its reductions.
+//! * `search`: the WGL/Lowe search for one part and its reductions;
+//!   `prepare`: the tables two reductions consult.
 //! * `state_table`, `bitset`, `cache`, `hash`: the search's data structures
 //!   (interned states, the linearized set, the visited cache, hashing).
 //! * [`verdict`]: [`Verdict`], [`CheckResult`], per-part reports.
@@ -62,6 +63,7 @@ pub mod models;
 pub mod operation;
 pub mod oracle;
 pub mod porcupine;
+mod prepare;
 mod search;
 mod state_table;
 pub mod verdict;

@@ -2,7 +2,8 @@
 //! ("Testing for linearizability", 2017), the one Porcupine implements, with
 //! a visited cache of `(linearized set, state)` configurations.
 //!
-//! This file owns the search only. It sees operations as local ids
+//! This file owns the search only; `prepare.rs` builds the tables of
+//! reductions 3 and 4. It sees operations as local ids
 //! `0..ops.len()`; `checker.rs` partitions the history, runs one search per
 //! part and turns the raw outcome into reports and counterexamples.
 //!
@@ -38,30 +39,39 @@
 //!    exploring every order of those operations.
 //! 5. **State ids.** Model states are hash-consed (`state_table.rs`), the
 //!    linearized set is a bitset hashed incrementally (Zobrist), and the
-//!    visited cache stores both inline (`cache.rs`).
+//!    visited cache stores both inline (`cache.rs`); a large part's bitset
+//!    is keyed by interned chunks (`linearized.rs`).
+//!
+//! # Budgets
+//!
+//! Before every step the search adds up the bytes its structures hold and
+//! the most the step could newly allocate (a growing array is counted twice
+//! while it is copied); if that would pass the memory limit it stops with
+//! `MemoryBudgetExhausted` instead. The step limit is checked before every
+//! step, the deadline every [`TIME_CHECK_INTERVAL`] steps and during the
+//! preparation. A stopped search reports how deep it got.
 
 use crate::cache::VisitedCache;
 use crate::counterexample::StuckReason;
-use crate::hash::{FxHashMap, mix_state};
+use crate::hash::mix_state;
 use crate::linearized::LinearizedSet;
 use crate::memory::vec_bytes;
 use crate::model::Model;
 use crate::operation::{Operation, Timestamp};
+use crate::prepare::{identical_predecessors, observation_enablers};
 use crate::state_table::StateTable;
 use std::mem::size_of;
 use std::time::{Duration, Instant};
 
 /// No entry / no operation.
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 /// The list head sentinel.
 const HEAD: u32 = 0;
 /// Reduction 4 checks pending observations whose deadlines are among the
 /// next this many deadlines.
-const OBSERVATION_HORIZON: u32 = 256;
+pub(crate) const OBSERVATION_HORIZON: u32 = 256;
 /// How often (in steps) the time budget is checked.
 const TIME_CHECK_INTERVAL: u64 = 1 << 12;
-/// How often (in observations) the setup looks at the clock.
-const SETUP_TIME_CHECK_INTERVAL: usize = 1 << 10;
 
 /// The limits one partition's search runs under (see `Budget`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -76,7 +86,7 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    fn time_exhausted(&self) -> Option<RawOutcome> {
+    pub(crate) fn time_exhausted(&self) -> Option<RawOutcome> {
         let (deadline, time_max) = self.deadline?;
         (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
     }
@@ -227,7 +237,7 @@ pub(crate) fn search<M: Model>(
 }
 
 /// [`SearchOutcome`] before translating local ids.
-enum RawOutcome {
+pub(crate) enum RawOutcome {
     Linearizable { order: Vec<u32> },
     NotLinearizable,
     StepBudgetExhausted { steps_max: u64 },
@@ -790,98 +800,4 @@ impl<'a, M: Model> Search<'a, M> {
             candidates,
         });
     }
-}
-
-/// Reduction 4: each checked observation's possible enablers.
-///
-/// An observation `r` is only checked while the first pending deadline is
-/// within [`OBSERVATION_HORIZON`] return ranks before `r`'s. At that point
-/// every operation whose return ranks earlier than that frontier is already
-/// linearized, so the enablers that can still be pending are those called
-/// no later than `r` returns and returning no earlier than the frontier's
-/// earliest possible time. Everything else is left out, which keeps each
-/// list as short as the concurrency around `r`.
-fn observation_enablers<M: Model>(
-    model: &M,
-    ops: &[&Operation<M::Input, M::Output>],
-    read_only: &[bool],
-    return_rank: &[u32],
-    return_times: &[Timestamp],
-    limits: &Limits,
-) -> Result<Vec<Option<Vec<u32>>>, RawOutcome> {
-    // A sweep over the observations in return order: both bounds (the
-    // observation's return and the frontier time) only grow, so the writers
-    // that satisfy them form a sliding window. Linear in the history times
-    // the window, where a scan per observation would be quadratic.
-    let mut observations: Vec<u32> = (0..ops.len() as u32)
-        .filter(|&op| read_only[op as usize] && return_rank[op as usize] != NONE)
-        .collect();
-    observations.sort_unstable_by_key(|&op| return_rank[op as usize]);
-    let mut writers: Vec<u32> = (0..ops.len() as u32)
-        .filter(|&op| !read_only[op as usize])
-        .collect();
-    writers.sort_unstable_by_key(|&op| (ops[op as usize].call, op));
-    let mut enablers: Vec<Option<Vec<u32>>> = vec![None; ops.len()];
-    let mut window: Vec<u32> = Vec::new();
-    let mut next_writer = 0;
-    for (done, &observation) in observations.iter().enumerate() {
-        if done.is_multiple_of(SETUP_TIME_CHECK_INTERVAL)
-            && let Some(exhausted) = limits.time_exhausted()
-        {
-            return Err(exhausted);
-        }
-        let rank = return_rank[observation as usize];
-        let earliest_rank = rank.saturating_sub(OBSERVATION_HORIZON - 1);
-        let frontier_time = return_times[earliest_rank as usize];
-        let observed = ops[observation as usize];
-        while next_writer < writers.len()
-            && ops[writers[next_writer] as usize].call <= observed.return_at
-        {
-            window.push(writers[next_writer]);
-            next_writer += 1;
-        }
-        window.retain(|&writer| ops[writer as usize].return_at >= frontier_time);
-        let mut list: Vec<u32> = window
-            .iter()
-            .copied()
-            .filter(|&writer| model.enables_observation(ops[writer as usize], observed))
-            .collect();
-        list.sort_unstable();
-        list.shrink_to_fit();
-        enablers[observation as usize] = Some(list);
-    }
-    Ok(enablers)
-}
-
-/// Reduction 3: for each operation, the nearest earlier operation (by call,
-/// then index) with identical input and output that also returns no later,
-/// or [`NONE`].
-///
-/// Why this is complete: take any linearization that places `b` before its
-/// identical predecessor `a` (or places `b` and leaves `a` out, when both
-/// never returned). Swapping the two stays valid: `a` moves to `b`'s point,
-/// which is after `b`'s call and so after `a`'s; `b` moves to `a`'s later
-/// point (or out), which is before `a`'s return and so before `b`'s. Equal
-/// inputs and outputs make every state identical. Each swap removes an
-/// inversion of the call order, so repeating it ends in a linearization that
-/// respects every such pair.
-fn identical_predecessors<I, O>(ops: &[&Operation<I, O>]) -> Vec<u32>
-where
-    I: Eq + std::hash::Hash,
-    O: Eq + std::hash::Hash,
-{
-    let mut order: Vec<u32> = (0..ops.len() as u32).collect();
-    order.sort_unstable_by_key(|&id| (ops[id as usize].call, id));
-    let mut last_of_kind: FxHashMap<(&I, &crate::operation::Outcome<O>), u32> =
-        FxHashMap::default();
-    let mut must_follow = vec![NONE; ops.len()];
-    for id in order {
-        let op = ops[id as usize];
-        if let Some(previous) = last_of_kind.insert((&op.input, &op.output), id)
-            && ops[previous as usize].return_at <= op.return_at
-        {
-            must_follow[id as usize] = previous;
-        }
-    }
-    must_follow
 }
