@@ -72,8 +72,8 @@ fn main() {
     ];
     println!("budget: {seconds} s, {memory_mb} MiB, threads: machine");
     println!(
-        "{:<22} {:>8} {:>9} {:>10} {:>12} {:>12} {:>8}  reason",
-        "history", "ops", "verdict", "time_ms", "peak_MiB", "steps", "scan"
+        "{:<22} {:>8} {:>9} {:>10} {:>10} {:>12} {:>11} {:>7} {:>6}  reason",
+        "history", "ops", "verdict", "time_ms", "peak_MiB", "steps", "configs", "resets", "scan"
     );
     for (name, shape) in cases {
         let generated = generate(&shape);
@@ -87,13 +87,15 @@ fn main() {
         let elapsed = started.elapsed();
         let effort = result.total_effort();
         println!(
-            "{:<22} {:>8} {:>9} {:>10.1} {:>12.1} {:>12} {:>8}  {}",
+            "{:<22} {:>8} {:>9} {:>10.1} {:>10.1} {:>12} {:>11} {:>7} {:>6}  {}",
             name,
             generated.history.len(),
             result.verdict.to_string(),
             elapsed.as_secs_f64() * 1e3,
             effort.memory_peak as f64 / f64::from(1 << 20),
             effort.steps,
+            effort.configurations,
+            effort.cache_resets,
             effort.decided_by_scan,
             result
                 .unknown_reason

@@ -137,6 +137,14 @@ impl VisitedCache {
             .reserve_exact(capacity * self.words_per_key - self.bits.len());
     }
 
+    /// Forgets every entry and returns the memory, back to the size of a
+    /// new cache: the search calls this when growing would pass its memory
+    /// budget. Forgetting only costs work (a forgotten configuration may be
+    /// explored again), never correctness.
+    pub(crate) fn clear(&mut self) {
+        *self = VisitedCache::new(self.words_per_key);
+    }
+
     /// Heap use in bytes.
     pub(crate) fn bytes(&self) -> u64 {
         vec_bytes(&self.slots)

@@ -327,6 +327,7 @@ fn check_part<M: Model>(
             cache_bytes: stats.cache_bytes,
             memory_peak: stats.memory_peak,
             deepest_prefix: stats.deepest_prefix,
+            cache_resets: stats.cache_resets,
             decided_by_scan: false,
             elapsed,
         },

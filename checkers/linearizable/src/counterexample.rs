@@ -32,6 +32,10 @@ pub enum StuckReason {
     /// Found by the stale-read scan: the read returned a value that no
     /// operation could have set and that is not the initial value.
     NeverWritten,
+    /// Found by the stale-read scan: the read returned a value (not the
+    /// initial one) before the first operation that could set it (the one
+    /// in the prefix) was called.
+    FutureRead,
 }
 
 /// One operation as it appears in a counterexample.
@@ -112,6 +116,11 @@ impl fmt::Display for Counterexample {
                 "stale read: these returned, in this order, before the read began, \
                  and nothing after them can set the value it read again"
             )?,
+            StuckReason::FutureRead => writeln!(
+                f,
+                "read from the future: the first operation that could set the value read \
+                 was called after the read returned"
+            )?,
             StuckReason::NeverWritten => {
                 writeln!(
                     f,
@@ -147,7 +156,10 @@ impl fmt::Display for Counterexample {
                 f,
                 "  can no longer be satisfied by any pending operation: {operation}"
             )?,
-            (Some(operation), StuckReason::StaleRead | StuckReason::NeverWritten) => {
+            (
+                Some(operation),
+                StuckReason::StaleRead | StuckReason::NeverWritten | StuckReason::FutureRead,
+            ) => {
                 writeln!(f, "  cannot be linearized: {operation}")?;
             }
             (None, _) => writeln!(f, "  no candidate can come next")?,

@@ -140,6 +140,16 @@ impl LinearizedSet {
         }
     }
 
+    /// Forgets the interned chunks (with the visited cache, whose keys name
+    /// them) and interns the current ones again.
+    pub(crate) fn forget_chunks(&mut self) {
+        if let Some(chunks) = &mut self.chunks {
+            chunks.interner.clear();
+            chunks.ids.fill(UNINTERNED);
+        }
+        self.intern();
+    }
+
     /// Words per cache key.
     pub(crate) fn key_words(&self) -> usize {
         self.key().len()

@@ -46,8 +46,10 @@
 //!
 //! Before every step the search adds up the bytes its structures hold and
 //! the most the step could newly allocate (a growing array is counted twice
-//! while it is copied); if that would pass the memory limit it stops with
-//! `MemoryBudgetExhausted` instead. The step limit is checked before every
+//! while it is copied). If that would pass the memory limit it forgets the
+//! visited cache and frees its room (sound: the cache only saves work),
+//! and stops with `MemoryBudgetExhausted` only when the rest alone does not
+//! fit. The step limit is checked before every
 //! step, the deadline every [`TIME_CHECK_INTERVAL`] steps and during the
 //! preparation. A stopped search reports how deep it got.
 
@@ -141,6 +143,8 @@ pub(crate) struct SearchStats {
     pub(crate) memory_peak: u64,
     /// The longest linearizable prefix reached.
     pub(crate) deepest_prefix: u64,
+    /// How often the visited cache was forgotten to stay in the budget.
+    pub(crate) cache_resets: u64,
 }
 
 /// One choice on the search stack.
@@ -232,6 +236,7 @@ pub(crate) fn search<M: Model>(
         cache_bytes: search.cache.bytes(),
         memory_peak: search.memory_peak,
         deepest_prefix: search.deepest as u64,
+        cache_resets: search.cache_resets,
     };
     (outcome, stats)
 }
@@ -332,6 +337,8 @@ struct Search<'a, M: Model> {
     memory_peak: u64,
     /// The longest stack so far.
     deepest: usize,
+    /// How often the visited cache was forgotten to stay in the budget.
+    cache_resets: u64,
     /// Step count at which to look at the clock next.
     next_time_check: u64,
     /// The deepest dead end seen so far (for counterexamples).
@@ -448,6 +455,7 @@ impl<'a, M: Model> Search<'a, M> {
             fixed_bytes,
             memory_peak: 0,
             deepest: 0,
+            cache_resets: 0,
             next_time_check: TIME_CHECK_INTERVAL,
             best: None,
         };
@@ -614,7 +622,18 @@ impl<'a, M: Model> Search<'a, M> {
         if let Some(memory_max) = self.limits.memory_max
             && self.memory_in_use() + self.step_growth() > memory_max
         {
-            return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
+            // Growing would pass the limit: forget the visited cache and give
+            // its room back (only work is lost, see `VisitedCache::clear`).
+            // Stop only when even that is not enough.
+            if self.cache.len() == 0 {
+                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
+            }
+            self.cache.clear();
+            self.linearized.forget_chunks();
+            self.cache_resets += 1;
+            if self.memory_in_use() + self.step_growth() > memory_max {
+                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
+            }
         }
         if self.steps >= self.next_time_check {
             self.next_time_check = self.steps + TIME_CHECK_INTERVAL;

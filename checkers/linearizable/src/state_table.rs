@@ -16,10 +16,18 @@ use std::mem::size_of;
 const UNCOMPUTED: u32 = u32::MAX;
 /// The model rejects the operation in this state.
 const REJECTED: u32 = u32::MAX - 1;
-/// Upper bound on the dense transition table, in entries (64 MiB). Rows for
+/// Upper bound on the dense transition table, in entries (4 MiB). Rows for
 /// states beyond it go to a hash map instead, so memory grows with the
-/// transitions actually taken, not with states × operations.
-const DENSE_ENTRIES_MAX: usize = 16 << 20;
+/// transitions actually taken, not with states × operations. (At 64 MiB
+/// the dense rows were most of a 10,000-operation register search's
+/// memory: a row spans every operation, but only the few concurrent with
+/// the state's writer are ever tried in it.)
+const DENSE_ENTRIES_MAX: usize = 1 << 20;
+/// Parts with more operations than this get no dense rows at all: a row
+/// would span the whole part while only the few operations concurrent with
+/// the state's writer are ever tried in it, and its growth (a doubling of
+/// megabytes) would dominate a tight memory budget.
+const DENSE_OPERATIONS_MAX: usize = 8_192;
 
 /// Interned states of one partition plus the memoized step function.
 pub(crate) struct StateTable<'a, M: Model> {
@@ -41,7 +49,11 @@ pub(crate) struct StateTable<'a, M: Model> {
 impl<'a, M: Model> StateTable<'a, M> {
     /// A table holding only the initial state (id 0).
     pub(crate) fn new(model: &'a M, ops: Vec<&'a Operation<M::Input, M::Output>>) -> Self {
-        let dense_states = (DENSE_ENTRIES_MAX / ops.len().max(1)).max(1);
+        let dense_states = if ops.len() > DENSE_OPERATIONS_MAX {
+            0
+        } else {
+            (DENSE_ENTRIES_MAX / ops.len().max(1)).max(1)
+        };
         let mut table = StateTable {
             model,
             ops,

@@ -122,6 +122,9 @@ pub struct SearchEffort {
     /// The longest linearizable prefix the search reached: how far an
     /// undecided part got.
     pub deepest_prefix: u64,
+    /// How often the search forgot its visited cache to stay inside the
+    /// memory budget (each time trading memory for repeated work).
+    pub cache_resets: u64,
     /// True when a cheap witness scan decided the part (no search ran).
     pub decided_by_scan: bool,
     /// Wall time of the search.
@@ -181,6 +184,7 @@ impl CheckResult {
                 cache_bytes: total.cache_bytes.max(report.effort.cache_bytes),
                 memory_peak: total.memory_peak.max(report.effort.memory_peak),
                 deepest_prefix: total.deepest_prefix + report.effort.deepest_prefix,
+                cache_resets: total.cache_resets + report.effort.cache_resets,
                 decided_by_scan: total.decided_by_scan || report.effort.decided_by_scan,
                 elapsed: total.elapsed + report.effort.elapsed,
             })

@@ -8,7 +8,9 @@
 //! linearization the setters of `v` come before `w`, `w` before the read,
 //! and nothing between `w` and the read can bring `v` back, so the read
 //! cannot be placed. (A read of a value nothing could have produced is the
-//! degenerate case.) It needs the model's [`Model::effect`] and
+//! degenerate case.) The read from the future is its mirror: a read of a
+//! value other than the initial one that returned before any operation that
+//! could set that value was called. It needs the model's [`Model::effect`] and
 //! [`Model::observed_state`]; for a model or part where some operation's
 //! effect is [`Effect::Other`] the scan does nothing.
 
@@ -30,6 +32,9 @@ pub(crate) enum Witness {
     },
     /// `read` returned a value no operation could have set.
     NeverWritten { read: usize },
+    /// `read` returned a value (not the initial one) before `setter`, the
+    /// first operation that could set it, was called.
+    FutureRead { read: usize, setter: usize },
 }
 
 /// The first stale read of the part (by position), if any.
@@ -47,6 +52,8 @@ pub(crate) fn stale_read_scan<M: Model>(
     // Per value, the setter that returns last (never-returned ones last of
     // all: they may take effect at any time).
     let mut last_setter: FxHashMap<&M::State, (Timestamp, usize)> = FxHashMap::default();
+    // Per value, the setter called first.
+    let mut first_setter: FxHashMap<&M::State, (Timestamp, usize)> = FxHashMap::default();
     // Operations that certainly set some value and certainly took effect.
     let mut overwrites: Vec<(Timestamp, Timestamp, usize)> = Vec::new();
     for (id, effect) in effects.iter().enumerate() {
@@ -57,6 +64,11 @@ pub(crate) fn stale_read_scan<M: Model>(
         let entry = last_setter.entry(value).or_insert((returned, id));
         if returned > entry.0 {
             *entry = (returned, id);
+        }
+        let called = ops[id].call;
+        let entry = first_setter.entry(value).or_insert((called, id));
+        if called < entry.0 {
+            *entry = (called, id);
         }
         if matches!(effect, Effect::Sets(_)) && !ops[id].is_optional() {
             overwrites.push((ops[id].call, returned, id));
@@ -78,6 +90,12 @@ pub(crate) fn stale_read_scan<M: Model>(
         let Some(value) = model.observed_state(&op.input, &op.output) else {
             continue;
         };
+        if value != init
+            && let Some(&(called, setter)) = first_setter.get(&value)
+            && op.return_at < called
+        {
+            return Some(Witness::FutureRead { read, setter });
+        }
         let setter = last_setter.get(&value).copied();
         // Overwrites that must come after every setter of the value.
         let first = match setter {
@@ -142,11 +160,18 @@ pub(crate) fn counterexample<M: Model>(
             (read, prefix, StuckReason::StaleRead)
         }
         Witness::NeverWritten { read } => (read, Vec::new(), StuckReason::NeverWritten),
+        Witness::FutureRead { read, setter } => {
+            let step = LinearizedStep {
+                operation: report(setter),
+                state_after: state_after(setter),
+            };
+            (read, vec![step], StuckReason::FutureRead)
+        }
     };
-    let state = prefix.last().map_or_else(
-        || model.describe_state(&model.init()),
-        |step| step.state_after.clone(),
-    );
+    let state = match (reason, prefix.last()) {
+        (StuckReason::StaleRead, Some(step)) => step.state_after.clone(),
+        _ => model.describe_state(&model.init()),
+    };
     Counterexample {
         partition,
         partition_operations: operations.len(),

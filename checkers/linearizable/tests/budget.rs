@@ -94,38 +94,94 @@ fn same_history_without_the_stale_read_is_not_invalid() {
 }
 
 /// A 200-client history needs far more than 8 MiB of visited
-/// configurations: the search stops before crossing 8 MiB and says so,
-/// with how far it got. Were the budget ignored, it would either finish or
-/// run into the step limit instead, and its counted peak would pass 8 MiB.
+/// configurations: the search forgets its visited cache whenever growing it
+/// would pass 8 MiB and goes on in the room it has. Were the budget
+/// ignored, the counted peak would pass 8 MiB and nothing would be
+/// forgotten.
 #[test]
-fn memory_budget_stops_the_search_before_it_is_crossed() {
+fn memory_budget_bounds_the_search_which_forgets_rather_than_grows() {
     let generated = generate(&shape(200, 20_000, false, 2));
     let memory_max = 8 * MIB;
-    let steps_max = 5_000_000;
+    let steps_max = 1_000_000;
     let result = check_register(
         &generated.history,
         Budget::steps(steps_max).with_memory(memory_max),
+    );
+    let effort = result.total_effort();
+    assert_ne!(result.verdict, Verdict::Invalid);
+    if result.verdict == Verdict::Unknown {
+        assert_eq!(
+            result.unknown_reason,
+            Some(UnknownReason::StepBudgetExhausted { steps_max }),
+            "{effort:?}"
+        );
+    }
+    assert!(
+        effort.memory_peak <= memory_max,
+        "peak {} > budget {memory_max}",
+        effort.memory_peak
+    );
+    assert!(effort.cache_resets > 0, "the budget bound the search");
+    assert!(effort.steps <= steps_max);
+    assert!(
+        effort.deepest_prefix > 0,
+        "the partial result says how far it got"
+    );
+}
+
+/// A budget too small for the search's fixed structures stops it before
+/// it starts: unknown for memory, nothing counted past the limit.
+#[test]
+fn memory_budget_below_the_fixed_structures_gives_unknown_for_memory() {
+    let generated = generate(&shape(50, 10_000, false, 2));
+    let memory_max = 256 << 10;
+    let result = check_register(
+        &generated.history,
+        Budget::UNLIMITED.with_memory(memory_max),
     );
     assert_eq!(result.verdict, Verdict::Unknown);
     assert_eq!(
         result.unknown_reason,
         Some(UnknownReason::MemoryBudgetExhausted { memory_max })
     );
-    let effort = result.total_effort();
-    assert!(
-        effort.memory_peak <= memory_max,
-        "peak {} > budget {memory_max}",
-        effort.memory_peak
+    assert!(result.total_effort().memory_peak <= memory_max);
+}
+
+/// A read that returns a value whose only write was called after the read
+/// returned is invalid, decided by the scan (the search alone would have to
+/// exhaust every order before the read).
+#[test]
+fn read_from_the_future_is_found_by_the_scan() {
+    let mut history = generate(&shape(50, 10_000, false, 5)).history;
+    let read = (5_000..history.len())
+        .find(|&index| {
+            matches!(history[index].input, RegisterOp::Read) && !history[index].is_optional()
+        })
+        .expect("a completed read");
+    let (value, writer) = (read..history.len())
+        .find_map(|index| match history[index].input {
+            RegisterOp::Write(value)
+                if history[index].call > history[read].return_at
+                    && !history[index].is_optional() =>
+            {
+                Some((value, index))
+            }
+            _ => None,
+        })
+        .expect("a later write");
+    history[read].output = Outcome::Returned(RegisterResult::Read(Some(value)));
+    let result = check_register(&history, Budget::steps(1_000).with_memory(MIB));
+    assert_eq!(result.verdict, Verdict::Invalid);
+    assert!(result.total_effort().decided_by_scan);
+    let counterexample = result
+        .counterexample()
+        .expect("invalid has a counterexample");
+    assert_eq!(
+        counterexample.blocking.as_ref().map(|op| op.op.0),
+        Some(read)
     );
-    assert!(
-        effort.memory_peak > memory_max / 2,
-        "the search used the budget"
-    );
-    assert!(effort.steps < steps_max);
-    assert!(
-        effort.deepest_prefix > 0,
-        "the partial result says how far it got"
-    );
+    assert_eq!(counterexample.prefix.len(), 1);
+    assert_eq!(counterexample.prefix[0].operation.op.0, writer);
 }
 
 /// The counted peak stays under the limit for every limit, not just one
