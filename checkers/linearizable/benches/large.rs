@@ -72,8 +72,17 @@ fn main() {
     ];
     println!("budget: {seconds} s, {memory_mb} MiB, threads: machine");
     println!(
-        "{:<22} {:>8} {:>9} {:>10} {:>10} {:>12} {:>11} {:>7} {:>6}  reason",
-        "history", "ops", "verdict", "time_ms", "peak_MiB", "steps", "configs", "resets", "scan"
+        "{:<22} {:>8} {:>9} {:>10} {:>10} {:>12} {:>11} {:>7} {:>8} {:>6}  reason",
+        "history",
+        "ops",
+        "verdict",
+        "time_ms",
+        "peak_MiB",
+        "steps",
+        "configs",
+        "resets",
+        "deepest",
+        "scan"
     );
     for (name, shape) in cases {
         let generated = generate(&shape);
@@ -87,7 +96,7 @@ fn main() {
         let elapsed = started.elapsed();
         let effort = result.total_effort();
         println!(
-            "{:<22} {:>8} {:>9} {:>10.1} {:>10.1} {:>12} {:>11} {:>7} {:>6}  {}",
+            "{:<22} {:>8} {:>9} {:>10.1} {:>10.1} {:>12} {:>11} {:>7} {:>8} {:>6}  {}",
             name,
             generated.history.len(),
             result.verdict.to_string(),
@@ -96,6 +105,7 @@ fn main() {
             effort.steps,
             effort.configurations,
             effort.cache_resets,
+            effort.deepest_prefix,
             effort.decided_by_scan,
             result
                 .unknown_reason
