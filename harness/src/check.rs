@@ -14,6 +14,9 @@ use crate::cli::CheckArgs;
 /// A malformed or missing history (the message names the file and line), or a report that
 /// cannot be written.
 pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
+    if let Some(model) = args.model {
+        return crate::lincheck::run(args, model);
+    }
     let report = check_file(&args.path)?;
     let json = report.to_json().context("cannot serialise the report")?;
     if args.json {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::lab::NetworkMode;
+use crate::lincheck::{LinFormat, LinModel};
 
 /// Exit code when the harness itself failed (not a verdict about the cluster).
 pub const EXIT_HARNESS_FAILED: u8 = 3;
@@ -187,8 +188,23 @@ pub struct NightlyArgs {
 /// Arguments of `logjam check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// A run directory (holding history.jsonl) or a history.jsonl file.
+    /// A run directory (holding history.jsonl) or a history.jsonl file; with --model, a
+    /// history file from elsewhere in --format.
     pub path: PathBuf,
+    /// Check FILE for linearizability against this model instead (a history from elsewhere;
+    /// nothing is written).
+    #[arg(long, value_enum, requires = "format")]
+    pub model: Option<LinModel>,
+    /// The format of FILE for --model.
+    #[arg(long, value_enum, requires = "model")]
+    pub format: Option<LinFormat>,
+    /// With --model: seconds the whole search may take before the verdict is unknown.
+    #[arg(long, requires = "model", value_name = "SECONDS")]
+    pub time_limit: Option<u64>,
+    /// With --model: bytes the search may hold (e.g. 512M, 2G; default a quarter of the
+    /// machine's memory) before the verdict is unknown.
+    #[arg(long, requires = "model", value_name = "BYTES")]
+    pub memory_limit: Option<String>,
     /// Print the full report as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,

@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod error_text;
 mod lab;
+mod lincheck;
 mod matrix;
 mod metrics;
 mod nemesis;

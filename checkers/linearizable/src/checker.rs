@@ -3,36 +3,64 @@
 //! parts into one [`CheckResult`] with a counterexample for each failing
 //! part.
 //!
-//! Parts are checked one after another on the calling thread; the crate is
-//! synchronous by design. Every part is decided (or runs out of budget) even
-//! after another part has failed, so reports are complete.
+//! Each part first gets the cheap stale-read scan (`witness.rs`), then, if
+//! that proves nothing, the search. Parts are spread over scoped threads
+//! (`CheckOptions::threads`, default: the machine's cores); each part's
+//! answer depends only on the part and its limits, so the result is the
+//! same whatever thread ran it. Every part is decided (or runs out of
+//! budget) even after another part has failed, so reports are complete.
 
 use crate::budget::Budget;
 use crate::counterexample::{Candidate, Counterexample, LinearizedStep, ReportedOperation};
 use crate::error::HistoryError;
 use crate::model::Model;
 use crate::operation::{OpIndex, Operation};
-use crate::search::{SearchOutcome, StuckPoint, search};
+use crate::search::{Limits, SearchOutcome, StuckPoint, search};
 use crate::verdict::{
     CheckResult, PartitionOutcome, PartitionReport, SearchEffort, UnknownReason, Verdict,
 };
-use std::time::Instant;
+use crate::witness::{self, stale_read_scan};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// Largest partition the search accepts (its ids are 32-bit, and each
 /// operation has two list entries).
 const PARTITION_OPERATIONS_MAX: usize = (u32::MAX / 4) as usize;
 
+/// Histories shorter than this are checked on the calling thread: starting
+/// threads would cost more than the parts take.
+const PARALLEL_OPERATIONS_MIN: usize = 1_000;
+
+/// The machine's available parallelism, asked once (std reads cgroup files
+/// for it, which costs more than checking a small history).
+fn machine_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// Options for [`check`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckOptions {
-    /// Search limits, applied to each part separately.
+    /// Search limits (see [`Budget`] for how each applies).
     pub budget: Budget,
+    /// Threads searching parts at once; 0 = the machine's available
+    /// parallelism. Each gets `budget.memory_max / threads` (threads
+    /// capped at the number of parts; histories under 1,000 operations use
+    /// one), so set it for results that must not depend on the machine.
+    pub threads: usize,
 }
 
 impl CheckOptions {
     /// Options with the given budget.
     pub fn with_budget(budget: Budget) -> Self {
-        CheckOptions { budget }
+        CheckOptions { budget, threads: 0 }
+    }
+
+    /// These options with a fixed number of threads.
+    pub fn with_threads(self, threads: usize) -> Self {
+        CheckOptions { threads, ..self }
     }
 }
 
@@ -63,11 +91,15 @@ impl CheckOptions {
 /// println!("{}", result.counterexample().expect("invalid has a counterexample"));
 /// # Ok::<(), logjam_linearizable::HistoryError>(())
 /// ```
-pub fn check<M: Model>(
+pub fn check<M>(
     model: &M,
     history: &[Operation<M::Input, M::Output>],
     options: &CheckOptions,
-) -> Result<CheckResult, HistoryError> {
+) -> Result<CheckResult, HistoryError>
+where
+    M: Model,
+{
+    let started = Instant::now();
     for (index, operation) in history.iter().enumerate() {
         if operation.return_at < operation.call {
             return Err(HistoryError::ReturnBeforeCall {
@@ -85,11 +117,7 @@ pub fn check<M: Model>(
         });
     }
     let parts = validated_partition(model, history)?;
-    let partitions: Vec<PartitionReport> = parts
-        .into_iter()
-        .enumerate()
-        .map(|(partition, operations)| check_part(model, history, partition, operations, options))
-        .collect();
+    let partitions = check_parts(model, history, parts, options, started);
     let verdict = if partitions
         .iter()
         .any(|report| report.outcome.verdict() == Verdict::Invalid)
@@ -159,17 +187,110 @@ fn validated_partition<M: Model>(
     Ok(parts)
 }
 
+/// Checks every part on up to `options.threads` scoped threads; the
+/// reports come back in part order.
+fn check_parts<M>(
+    model: &M,
+    history: &[Operation<M::Input, M::Output>],
+    parts: Vec<Vec<OpIndex>>,
+    options: &CheckOptions,
+    started: Instant,
+) -> Vec<PartitionReport>
+where
+    M: Model,
+{
+    let threads = if history.len() < PARALLEL_OPERATIONS_MIN {
+        1
+    } else {
+        match options.threads {
+            0 => machine_threads(),
+            threads => threads,
+        }
+        .min(parts.len())
+        .max(1)
+    };
+    let budget = &options.budget;
+    let limits = Limits {
+        steps_max: budget.steps_max,
+        deadline: budget.time_max.map(|time_max| {
+            let deadline = started
+                .checked_add(time_max)
+                .unwrap_or_else(|| started + Duration::from_secs(u32::MAX.into()));
+            (deadline, time_max)
+        }),
+        memory_max: budget.memory_max.map(|bytes| bytes / threads as u64),
+    };
+    let parts: Vec<Mutex<Option<Vec<OpIndex>>>> = parts
+        .into_iter()
+        .map(|part| Mutex::new(Some(part)))
+        .collect();
+    let reports: Vec<Mutex<Option<PartitionReport>>> =
+        parts.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let partition = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = parts.get(partition) else {
+                return;
+            };
+            let operations = slot
+                .lock()
+                .expect("no thread panics while holding a part")
+                .take()
+                .expect("each part is taken once");
+            let report = check_part(model, history, partition, operations, &limits);
+            *reports[partition]
+                .lock()
+                .expect("no thread panics while holding a report") = Some(report);
+        }
+    };
+    if threads == 1 {
+        work();
+    } else {
+        thread::scope(|scope| {
+            for _ in 0..threads {
+                let _worker = scope.spawn(work);
+            }
+        });
+    }
+    reports
+        .into_iter()
+        .map(|report| {
+            report
+                .into_inner()
+                .expect("no thread panicked")
+                .expect("every part was checked")
+        })
+        .collect()
+}
+
 fn check_part<M: Model>(
     model: &M,
     history: &[Operation<M::Input, M::Output>],
     partition: usize,
     operations: Vec<OpIndex>,
-    options: &CheckOptions,
+    limits: &Limits,
 ) -> PartitionReport {
     let ops: Vec<&Operation<M::Input, M::Output>> =
         operations.iter().map(|op| &history[op.0]).collect();
     let started = Instant::now();
-    let (outcome, stats) = search(model, &ops, &options.budget);
+    if let Some(found) = stale_read_scan(model, &ops) {
+        let counterexample =
+            witness::counterexample(model, history, partition, &operations, &found);
+        return PartitionReport {
+            partition,
+            operations,
+            outcome: PartitionOutcome::NotLinearizable {
+                counterexample: Box::new(counterexample),
+            },
+            effort: SearchEffort {
+                decided_by_scan: true,
+                elapsed: started.elapsed(),
+                ..SearchEffort::default()
+            },
+        };
+    }
+    let (outcome, stats) = search(model, &ops, limits);
     let elapsed = started.elapsed();
     let outcome = match outcome {
         SearchOutcome::Linearizable { order } => PartitionOutcome::Linearizable {
@@ -190,6 +311,9 @@ fn check_part<M: Model>(
         SearchOutcome::TimeBudgetExhausted { time_max } => PartitionOutcome::Unknown {
             reason: UnknownReason::TimeBudgetExhausted { time_max },
         },
+        SearchOutcome::MemoryBudgetExhausted { memory_max } => PartitionOutcome::Unknown {
+            reason: UnknownReason::MemoryBudgetExhausted { memory_max },
+        },
     };
     PartitionReport {
         partition,
@@ -201,6 +325,10 @@ fn check_part<M: Model>(
             states: stats.states,
             dropped_operations: stats.dropped,
             cache_bytes: stats.cache_bytes,
+            memory_peak: stats.memory_peak,
+            deepest_prefix: stats.deepest_prefix,
+            cache_resets: stats.cache_resets,
+            decided_by_scan: false,
             elapsed,
         },
     }

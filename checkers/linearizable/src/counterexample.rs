@@ -23,6 +23,19 @@ pub enum StuckReason {
     /// It is a read the model says can no longer be satisfied from this
     /// state by any operation still pending.
     Unsatisfiable,
+    /// Found by the stale-read scan, not the search: the prefix lists the
+    /// last operation that could set the value read (absent when it is the
+    /// initial value) and one that set another value after it; both
+    /// returned before the read began, so every linearization orders them
+    /// so, and nothing after them can set the value again.
+    StaleRead,
+    /// Found by the stale-read scan: the read returned a value that no
+    /// operation could have set and that is not the initial value.
+    NeverWritten,
+    /// Found by the stale-read scan: the read returned a value (not the
+    /// initial one) before the first operation that could set it (the one
+    /// in the prefix) was called.
+    FutureRead,
 }
 
 /// One operation as it appears in a counterexample.
@@ -97,11 +110,29 @@ impl fmt::Display for Counterexample {
             "not linearizable: partition {} ({} operations)",
             self.partition, self.partition_operations
         )?;
-        writeln!(
-            f,
-            "longest linearizable prefix: {} operations",
-            self.prefix.len()
-        )?;
+        match self.reason {
+            StuckReason::StaleRead => writeln!(
+                f,
+                "stale read: these returned, in this order, before the read began, \
+                 and nothing after them can set the value it read again"
+            )?,
+            StuckReason::FutureRead => writeln!(
+                f,
+                "read from the future: the first operation that could set the value read \
+                 was called after the read returned"
+            )?,
+            StuckReason::NeverWritten => {
+                writeln!(
+                    f,
+                    "no operation could have set the value this read returned"
+                )?;
+            }
+            StuckReason::ReturnPassed | StuckReason::Unsatisfiable => writeln!(
+                f,
+                "longest linearizable prefix: {} operations",
+                self.prefix.len()
+            )?,
+        }
         let skipped = self.prefix.len().saturating_sub(PREFIX_SHOWN_MAX);
         if skipped > 0 {
             writeln!(f, "  … {skipped} earlier operations")?;
@@ -125,6 +156,12 @@ impl fmt::Display for Counterexample {
                 f,
                 "  can no longer be satisfied by any pending operation: {operation}"
             )?,
+            (
+                Some(operation),
+                StuckReason::StaleRead | StuckReason::NeverWritten | StuckReason::FutureRead,
+            ) => {
+                writeln!(f, "  cannot be linearized: {operation}")?;
+            }
             (None, _) => writeln!(f, "  no candidate can come next")?,
         }
         for candidate in &self.candidates {

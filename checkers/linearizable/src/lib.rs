@@ -11,8 +11,11 @@
 //! of Porcupine), with a visited cache of (linearized set, state) pairs,
 //! P-compositionality (Horn & Kroening: each part of a model's
 //! [`Model::partition`] is checked alone) and a few reductions documented in
-//! `search.rs`. The crate is pure and synchronous: no I/O except the corpus
-//! importers' file reads, no threads, no randomness.
+//! `search.rs`. Before searching, a cheap stale-read scan (`witness.rs`)
+//! decides parts whose failure has a two- or three-operation witness. The
+//! crate is pure and synchronous: no I/O except the corpus importers' file
+//! reads (and `/proc/meminfo` for the default memory budget), no async, no
+//! randomness; independent parts are searched on scoped threads.
 //!
 //! ```text
 //!  history ──► checker::check ──► Model::partition ──► one search per part
@@ -30,12 +33,15 @@
 //! * [`models`]: register, CAS register, key-value (per key and as one map)
 //!   and the Kafka partition log.
 //! * `checker`: [`check`], partitioning and result assembly.
-//! * `search`: the WGL/Lowe search for one part and its reductions.
+//! * `search`: the WGL/Lowe search for one part and its reductions;
+//!   `prepare`: the tables two reductions consult.
 //! * `state_table`, `bitset`, `cache`, `hash`: the search's data structures
 //!   (interned states, the linearized set, the visited cache, hashing).
 //! * [`verdict`]: [`Verdict`], [`CheckResult`], per-part reports.
 //! * [`counterexample`]: the longest linearizable prefix and what blocked it.
-//! * [`budget`]: per-part search limits.
+//! * [`budget`]: step, time and memory limits; `memory`: how the search
+//!   counts its own bytes.
+//! * `witness`: cheap witness scans run before the search (stale reads).
 //! * [`oracle`]: a brute-force checker for tiny histories (property tests).
 //! * [`porcupine`]: importers for Porcupine's test corpus (etcd Jepsen logs
 //!   and kv histories) and its `expected.tsv`.
@@ -50,19 +56,23 @@ mod checker;
 pub mod counterexample;
 pub mod error;
 mod hash;
+mod linearized;
+mod memory;
 pub mod model;
 pub mod models;
 pub mod operation;
 pub mod oracle;
 pub mod porcupine;
+mod prepare;
 mod search;
 mod state_table;
 pub mod verdict;
+mod witness;
 
 pub use budget::Budget;
 pub use checker::{CheckOptions, check};
 pub use counterexample::Counterexample;
 pub use error::HistoryError;
-pub use model::Model;
+pub use model::{Effect, Model};
 pub use operation::{ClientId, OpIndex, Operation, Outcome, Timestamp};
 pub use verdict::{CheckResult, PartitionOutcome, PartitionReport, UnknownReason, Verdict};

@@ -20,17 +20,19 @@ use std::hash::Hash;
 /// * [`Model::is_read_only`] may only return true if, for *every* state `s`
 ///   where `step` allows the operation, the next state equals `s`. The engine
 ///   uses this to linearize such operations greedily, without branching.
+/// * A model, its inputs and outputs are `Sync`: independent parts are
+///   searched on several threads at once.
 /// * [`Model::partition`] must split the history into independent
 ///   sub-histories (P-compositionality): the history is linearizable iff each
 ///   part is, checked from [`Model::init`].
-pub trait Model {
+pub trait Model: Sync {
     /// The object's state. The engine hash-conses states, so `Clone` is
     /// called once per distinct state, not once per search step.
     type State: Clone + Eq + Hash + Debug;
     /// What a client asks for.
-    type Input: Clone + Eq + Hash + Debug;
+    type Input: Clone + Eq + Hash + Debug + Sync;
     /// What a client observes.
-    type Output: Clone + Eq + Hash + Debug;
+    type Output: Clone + Eq + Hash + Debug + Sync;
 
     /// The state before any operation.
     fn init(&self) -> Self::State;
@@ -83,6 +85,30 @@ pub trait Model {
         true
     }
 
+    /// For the cheap witness scans (`witness.rs`): how the operation
+    /// changes the state when it takes effect. The default, [`Effect::Other`],
+    /// turns the scans off for the model, which is always sound.
+    ///
+    /// Contract: [`Effect::Keeps`] only if the operation never changes the
+    /// state; [`Effect::Sets`] only if the state after it is always the
+    /// given one (whatever it was before, wherever it is allowed);
+    /// [`Effect::MaySet`] only if the state after it is either the given
+    /// one or unchanged.
+    fn effect(&self, _input: &Self::Input, _output: &Outcome<Self::Output>) -> Effect<Self::State> {
+        Effect::Other
+    }
+
+    /// For the cheap witness scans: the one state in which this (read-only)
+    /// operation is allowed, if there is exactly one (a read that returned
+    /// a value). `None` when in doubt.
+    fn observed_state(
+        &self,
+        _input: &Self::Input,
+        _output: &Outcome<Self::Output>,
+    ) -> Option<Self::State> {
+        None
+    }
+
     /// Splits a history into independently checkable parts, each a list of
     /// indices into `history`. Every index must appear in exactly one part.
     /// The default keeps the history whole.
@@ -103,4 +129,20 @@ pub trait Model {
     fn describe_state(&self, state: &Self::State) -> String {
         format!("{state:?}")
     }
+}
+
+/// How an operation changes a model's state, for the witness scans (see
+/// [`Model::effect`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect<S> {
+    /// Never changes the state (a read, a failed compare-and-set).
+    Keeps,
+    /// Always leaves the state equal to this (a write; a compare-and-set
+    /// known to have succeeded).
+    Sets(S),
+    /// Leaves the state equal to this or unchanged (a compare-and-set
+    /// whose outcome is unknown).
+    MaySet(S),
+    /// Anything else (an append): the scans do not apply.
+    Other,
 }

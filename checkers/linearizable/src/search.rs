@@ -2,7 +2,8 @@
 //! ("Testing for linearizability", 2017), the one Porcupine implements, with
 //! a visited cache of `(linearized set, state)` configurations.
 //!
-//! This file owns the search only. It sees operations as local ids
+//! This file owns the search only; `prepare.rs` builds the tables of
+//! reductions 3 and 4. It sees operations as local ids
 //! `0..ops.len()`; `checker.rs` partitions the history, runs one search per
 //! part and turns the raw outcome into reports and counterexamples.
 //!
@@ -38,27 +39,60 @@
 //!    exploring every order of those operations.
 //! 5. **State ids.** Model states are hash-consed (`state_table.rs`), the
 //!    linearized set is a bitset hashed incrementally (Zobrist), and the
-//!    visited cache stores both inline (`cache.rs`).
+//!    visited cache stores both inline (`cache.rs`); a large part's bitset
+//!    is keyed by interned chunks (`linearized.rs`).
+//!
+//! # Budgets
+//!
+//! Before every step the search adds up the bytes its structures hold and
+//! the most the step could newly allocate (a growing array is counted twice
+//! while it is copied). If that would pass the memory limit it forgets the
+//! visited cache and frees its room (sound: the cache only saves work),
+//! and stops with `MemoryBudgetExhausted` only when the rest alone does not
+//! fit. The step limit is checked before every
+//! step, the deadline every [`TIME_CHECK_INTERVAL`] steps and during the
+//! preparation. A stopped search reports how deep it got.
 
-use crate::bitset::Bitset;
-use crate::budget::Budget;
 use crate::cache::VisitedCache;
 use crate::counterexample::StuckReason;
-use crate::hash::{FxHashMap, mix_state, zobrist_keys};
+use crate::hash::mix_state;
+use crate::linearized::LinearizedSet;
+use crate::memory::vec_bytes;
 use crate::model::Model;
 use crate::operation::{Operation, Timestamp};
+use crate::prepare::{identical_predecessors, observation_enablers};
 use crate::state_table::StateTable;
+use std::mem::size_of;
 use std::time::{Duration, Instant};
 
 /// No entry / no operation.
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 /// The list head sentinel.
 const HEAD: u32 = 0;
 /// Reduction 4 checks pending observations whose deadlines are among the
 /// next this many deadlines.
-const OBSERVATION_HORIZON: u32 = 256;
+pub(crate) const OBSERVATION_HORIZON: u32 = 256;
 /// How often (in steps) the time budget is checked.
 const TIME_CHECK_INTERVAL: u64 = 1 << 12;
+
+/// The limits one partition's search runs under (see `Budget`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// At most this many steps.
+    pub(crate) steps_max: Option<u64>,
+    /// Stop at this instant; the duration is the configured limit, for the
+    /// reason.
+    pub(crate) deadline: Option<(Instant, Duration)>,
+    /// At most this many bytes of search structures.
+    pub(crate) memory_max: Option<u64>,
+}
+
+impl Limits {
+    pub(crate) fn time_exhausted(&self) -> Option<RawOutcome> {
+        let (deadline, time_max) = self.deadline?;
+        (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
+    }
+}
 
 /// Where the search got stuck at its deepest point: the raw material of a
 /// counterexample. Ids are indices into the slice given to [`search`].
@@ -87,6 +121,8 @@ pub(crate) enum SearchOutcome {
     StepBudgetExhausted { steps_max: u64 },
     /// The time limit was reached.
     TimeBudgetExhausted { time_max: Duration },
+    /// The memory limit would have been crossed by the next step.
+    MemoryBudgetExhausted { memory_max: u64 },
 }
 
 /// Counters from one partition's search.
@@ -102,6 +138,13 @@ pub(crate) struct SearchStats {
     pub(crate) dropped: u64,
     /// Visited-cache heap use in bytes.
     pub(crate) cache_bytes: u64,
+    /// Most bytes the search structures held at once (counted, including
+    /// the old and new arrays while one grows).
+    pub(crate) memory_peak: u64,
+    /// The longest linearizable prefix reached.
+    pub(crate) deepest_prefix: u64,
+    /// How often the visited cache was forgotten to stay in the budget.
+    pub(crate) cache_resets: u64,
 }
 
 /// One choice on the search stack.
@@ -128,7 +171,6 @@ enum Attempt {
 }
 
 /// The result of forcing read-only operations at a new configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Forcing {
     /// Nothing (more) to force; branch normally.
     Branch,
@@ -136,13 +178,15 @@ enum Forcing {
     Dead,
     /// Every required operation is linearized.
     Done,
+    /// A budget ran out.
+    Exhausted(RawOutcome),
 }
 
 /// Searches for a linearization of `ops` (one partition) under `model`.
 pub(crate) fn search<M: Model>(
     model: &M,
     ops: &[&Operation<M::Input, M::Output>],
-    budget: &Budget,
+    limits: &Limits,
 ) -> (SearchOutcome, SearchStats) {
     // Reduction 1: an indeterminate read-only operation has no effect and no
     // deadline; leaving it out changes nothing.
@@ -154,7 +198,16 @@ pub(crate) fn search<M: Model>(
         .collect();
     let kept_ops: Vec<&Operation<M::Input, M::Output>> =
         kept.iter().map(|&index| ops[index]).collect();
-    let mut search = Search::new(model, kept_ops, budget);
+    let mut search = match Search::new(model, kept_ops, limits) {
+        Ok(search) => search,
+        Err(exhausted) => {
+            let stats = SearchStats {
+                dropped: (ops.len() - kept.len()) as u64,
+                ..SearchStats::default()
+            };
+            return (exhausted.into_search_outcome(), stats);
+        }
+    };
     let outcome = search.run();
     let translate =
         |ids: Vec<u32>| -> Vec<usize> { ids.into_iter().map(|id| kept[id as usize]).collect() };
@@ -173,29 +226,48 @@ pub(crate) fn search<M: Model>(
                 },
             }
         }
-        RawOutcome::StepBudgetExhausted { steps_max } => {
-            SearchOutcome::StepBudgetExhausted { steps_max }
-        }
-        RawOutcome::TimeBudgetExhausted { time_max } => {
-            SearchOutcome::TimeBudgetExhausted { time_max }
-        }
+        exhausted => exhausted.into_search_outcome(),
     };
     let stats = SearchStats {
         steps: search.steps,
         configurations: search.cache.len() as u64,
         states: search.table.len() as u64,
         dropped: (ops.len() - kept.len()) as u64,
-        cache_bytes: search.cache.bytes() as u64,
+        cache_bytes: search.cache.bytes(),
+        memory_peak: search.memory_peak,
+        deepest_prefix: search.deepest as u64,
+        cache_resets: search.cache_resets,
     };
     (outcome, stats)
 }
 
 /// [`SearchOutcome`] before translating local ids.
-enum RawOutcome {
+pub(crate) enum RawOutcome {
     Linearizable { order: Vec<u32> },
     NotLinearizable,
     StepBudgetExhausted { steps_max: u64 },
     TimeBudgetExhausted { time_max: Duration },
+    MemoryBudgetExhausted { memory_max: u64 },
+}
+
+impl RawOutcome {
+    /// The outcome of a search stopped by its budget.
+    fn into_search_outcome(self) -> SearchOutcome {
+        match self {
+            RawOutcome::StepBudgetExhausted { steps_max } => {
+                SearchOutcome::StepBudgetExhausted { steps_max }
+            }
+            RawOutcome::TimeBudgetExhausted { time_max } => {
+                SearchOutcome::TimeBudgetExhausted { time_max }
+            }
+            RawOutcome::MemoryBudgetExhausted { memory_max } => {
+                SearchOutcome::MemoryBudgetExhausted { memory_max }
+            }
+            RawOutcome::Linearizable { .. } | RawOutcome::NotLinearizable => {
+                unreachable!("only budget outcomes are translated here")
+            }
+        }
+    }
 }
 
 /// The deepest stuck point in local ids.
@@ -242,12 +314,8 @@ struct Search<'a, M: Model> {
     read_only: Vec<bool>,
     /// Reduction 3: the identical operation that must be linearized first.
     must_follow: Vec<u32>,
-    /// One Zobrist key per operation.
-    zobrist: Vec<u64>,
-    /// Operations linearized on the current path.
-    linearized: Bitset,
-    /// XOR of the Zobrist keys of `linearized`.
-    linearized_hash: u64,
+    /// Operations linearized on the current path, hashed and keyed.
+    linearized: LinearizedSet,
     /// Configurations already entered.
     cache: VisitedCache,
     /// The current path of choices.
@@ -261,9 +329,16 @@ struct Search<'a, M: Model> {
     /// Steps taken so far.
     steps: u64,
     /// Limits.
-    budget: Budget,
-    /// When the search started, for the time budget.
-    started: Instant,
+    limits: Limits,
+    /// Bytes of the structures whose size is fixed at setup (list, ids,
+    /// bitset, stack, enablers, room for the deepest stuck point).
+    fixed_bytes: u64,
+    /// Most bytes held at once so far.
+    memory_peak: u64,
+    /// The longest stack so far.
+    deepest: usize,
+    /// How often the visited cache was forgotten to stay in the budget.
+    cache_resets: u64,
     /// Step count at which to look at the clock next.
     next_time_check: u64,
     /// The deepest dead end seen so far (for counterexamples).
@@ -271,7 +346,12 @@ struct Search<'a, M: Model> {
 }
 
 impl<'a, M: Model> Search<'a, M> {
-    fn new(model: &'a M, ops: Vec<&'a Operation<M::Input, M::Output>>, budget: &Budget) -> Self {
+    /// Builds the search, or says which budget ran out while building it.
+    fn new(
+        model: &'a M,
+        ops: Vec<&'a Operation<M::Input, M::Output>>,
+        limits: &Limits,
+    ) -> Result<Self, RawOutcome> {
         let count = ops.len();
         assert!(count < (NONE / 2) as usize, "partition too large");
         let required: Vec<bool> = ops.iter().map(|op| !op.is_optional()).collect();
@@ -320,16 +400,35 @@ impl<'a, M: Model> Search<'a, M> {
                 return_times.push(time);
             }
         }
+        if let Some(exhausted) = limits.time_exhausted() {
+            return Err(exhausted);
+        }
         let enablers = if M::PRUNES_UNREACHABLE_OBSERVATIONS {
-            observation_enablers(model, &ops, &read_only, &return_rank, &return_times)
+            observation_enablers(model, &ops, &read_only, &return_rank, &return_times, limits)?
         } else {
             vec![None; count]
         };
         let must_follow = identical_predecessors(&ops);
         let table = StateTable::new(model, ops.clone());
-        let linearized = Bitset::new(count);
-        let words = linearized.words().len();
-        Search {
+        let linearized = LinearizedSet::new(count);
+        let words = linearized.key_words();
+        let enabler_bytes: u64 = enablers
+            .iter()
+            .map(|list| {
+                (size_of::<Option<Vec<u32>>>()
+                    + list.as_ref().map_or(0, |list| list.capacity() * 4)) as u64
+            })
+            .sum();
+        // Per operation: ids (8 for the op reference, 4 × 5 for ranks and
+        // entries, 1 × 2 for flags, 8 for its key), two list entries of 4 × 3 + 1
+        // bytes, a stack frame, and room for the deepest stuck point (its prefix
+        // and candidates, old and new while one replaces the other: 4 × 4).
+        let fixed_bytes = enabler_bytes
+            + vec_bytes(&next) * 3
+            + vec_bytes(&entry_is_call)
+            + (count * (8 + 4 * 5 + 2 + size_of::<Frame>() + 16)) as u64
+            + linearized.fixed_bytes();
+        let search = Search {
             model,
             ops,
             return_rank,
@@ -346,19 +445,39 @@ impl<'a, M: Model> Search<'a, M> {
             required,
             read_only,
             must_follow,
-            zobrist: zobrist_keys(count),
             linearized,
-            linearized_hash: 0,
             cache: VisitedCache::new(words),
             stack: Vec::with_capacity(count),
             state: 0,
             required_linearized: 0,
             steps: 0,
-            budget: *budget,
-            started: Instant::now(),
+            limits: *limits,
+            fixed_bytes,
+            memory_peak: 0,
+            deepest: 0,
+            cache_resets: 0,
             next_time_check: TIME_CHECK_INTERVAL,
             best: None,
+        };
+        if let Some(memory_max) = limits.memory_max
+            && search.memory_in_use() + search.step_growth() > memory_max
+        {
+            return Err(RawOutcome::MemoryBudgetExhausted { memory_max });
         }
+        Ok(search)
+    }
+
+    /// Bytes the search structures hold now.
+    fn memory_in_use(&self) -> u64 {
+        self.fixed_bytes
+            + self.cache.bytes()
+            + self.linearized.interned_bytes()
+            + self.table.bytes()
+    }
+
+    /// Bytes one step may newly allocate at most.
+    fn step_growth(&self) -> u64 {
+        self.cache.insert_growth() + self.linearized.intern_growth() + self.table.step_growth()
     }
 
     fn run(&mut self) -> RawOutcome {
@@ -366,8 +485,11 @@ impl<'a, M: Model> Search<'a, M> {
             return RawOutcome::Linearizable { order: Vec::new() };
         }
         // The initial configuration counts as visited.
-        let _new = self.cache.insert(mix_state(0), self.linearized.words(), 0);
+        self.linearized.intern();
+        let _new = self.cache.insert(mix_state(0), self.linearized.key(), 0);
+        self.memory_peak = self.memory_in_use();
         let mut entry = match self.force_read_only() {
+            Forcing::Exhausted(exhausted) => return exhausted,
             Forcing::Done => return self.witness(),
             Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
             Forcing::Branch | Forcing::Dead => return RawOutcome::NotLinearizable,
@@ -399,6 +521,7 @@ impl<'a, M: Model> Search<'a, M> {
                 return self.witness();
             }
             entry = match self.force_read_only() {
+                Forcing::Exhausted(exhausted) => return exhausted,
                 Forcing::Done => return self.witness(),
                 Forcing::Branch if self.observation_reachable() => self.next[HEAD as usize],
                 Forcing::Branch | Forcing::Dead => match self.backtrack() {
@@ -486,19 +609,35 @@ impl<'a, M: Model> Search<'a, M> {
         predecessor == NONE || self.linearized.contains(predecessor as usize)
     }
 
+    /// Before each step: stop if the step limit is reached, if the step
+    /// could grow the structures past the memory limit (the check is on
+    /// the worst case, so the limit is never crossed), or, every
+    /// [`TIME_CHECK_INTERVAL`] steps, if the deadline has passed.
     fn check_budget(&mut self) -> Option<RawOutcome> {
-        if let Some(steps_max) = self.budget.steps_max
+        if let Some(steps_max) = self.limits.steps_max
             && self.steps >= steps_max
         {
             return Some(RawOutcome::StepBudgetExhausted { steps_max });
         }
-        if let Some(time_max) = self.budget.time_max
-            && self.steps >= self.next_time_check
+        if let Some(memory_max) = self.limits.memory_max
+            && self.memory_in_use() + self.step_growth() > memory_max
         {
-            self.next_time_check = self.steps + TIME_CHECK_INTERVAL;
-            if self.started.elapsed() >= time_max {
-                return Some(RawOutcome::TimeBudgetExhausted { time_max });
+            // Growing would pass the limit: forget the visited cache and give
+            // its room back (only work is lost, see `VisitedCache::clear`).
+            // Stop only when even that is not enough.
+            if self.cache.len() == 0 {
+                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
             }
+            self.cache.clear();
+            self.linearized.forget_chunks();
+            self.cache_resets += 1;
+            if self.memory_in_use() + self.step_growth() > memory_max {
+                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
+            }
+        }
+        if self.steps >= self.next_time_check {
+            self.next_time_check = self.steps + TIME_CHECK_INTERVAL;
+            return self.limits.time_exhausted();
         }
         None
     }
@@ -519,6 +658,9 @@ impl<'a, M: Model> Search<'a, M> {
             while entry != self.tail && self.entry_is_call[entry as usize] {
                 let op = self.entry_op[entry as usize];
                 if self.read_only[op as usize] && self.may_try(op) {
+                    if let Some(exhausted) = self.check_budget() {
+                        return Forcing::Exhausted(exhausted);
+                    }
                     match self.try_linearize(op, true) {
                         Attempt::Rejected => {}
                         Attempt::Seen => return Forcing::Dead,
@@ -538,6 +680,34 @@ impl<'a, M: Model> Search<'a, M> {
 
     #[inline]
     fn try_linearize(&mut self, op: u32, forced: bool) -> Attempt {
+        let sizes = |search: &Self| {
+            let [a, b, c, d] = search.table.parts();
+            [
+                search.cache.bytes(),
+                search.linearized.interned_bytes(),
+                a,
+                b,
+                c,
+                d,
+            ]
+        };
+        let before = sizes(self);
+        let attempt = self.try_linearize_inner(op, forced);
+        let after = sizes(self);
+        if after != before {
+            // While an array grows, its old and new copies are both held.
+            let held: u64 = before
+                .iter()
+                .zip(&after)
+                .map(|(&old, &new)| if old == new { old } else { old + new })
+                .sum();
+            self.memory_peak = self.memory_peak.max(self.fixed_bytes + held);
+        }
+        attempt
+    }
+
+    #[inline]
+    fn try_linearize_inner(&mut self, op: u32, forced: bool) -> Attempt {
         self.steps += 1;
         let Some(next_state) = self.table.step(op, self.state) else {
             return Attempt::Rejected;
@@ -548,11 +718,10 @@ impl<'a, M: Model> Search<'a, M> {
         );
         let op_index = op as usize;
         self.linearized.insert(op_index);
-        self.linearized_hash ^= self.zobrist[op_index];
-        let hash = self.linearized_hash ^ mix_state(next_state);
-        if !self.cache.insert(hash, self.linearized.words(), next_state) {
+        self.linearized.intern();
+        let hash = self.linearized.hash() ^ mix_state(next_state);
+        if !self.cache.insert(hash, self.linearized.key(), next_state) {
             self.linearized.remove(op_index);
-            self.linearized_hash ^= self.zobrist[op_index];
             return Attempt::Seen;
         }
         self.stack.push(Frame {
@@ -561,6 +730,7 @@ impl<'a, M: Model> Search<'a, M> {
             forced,
         });
         self.state = next_state;
+        self.deepest = self.deepest.max(self.stack.len());
         self.lift(op);
         if self.required[op_index] {
             self.required_linearized += 1;
@@ -576,7 +746,6 @@ impl<'a, M: Model> Search<'a, M> {
             let op_index = frame.op as usize;
             self.state = frame.previous_state;
             self.linearized.remove(op_index);
-            self.linearized_hash ^= self.zobrist[op_index];
             if self.required[op_index] {
                 self.required_linearized -= 1;
             }
@@ -650,78 +819,4 @@ impl<'a, M: Model> Search<'a, M> {
             candidates,
         });
     }
-}
-
-/// Reduction 4: each checked observation's possible enablers.
-///
-/// An observation `r` is only checked while the first pending deadline is
-/// within [`OBSERVATION_HORIZON`] return ranks before `r`'s. At that point
-/// every operation whose return ranks earlier than that frontier is already
-/// linearized, so the enablers that can still be pending are those called
-/// no later than `r` returns and returning no earlier than the frontier's
-/// earliest possible time. Everything else is left out, which keeps each
-/// list as short as the concurrency around `r`.
-fn observation_enablers<M: Model>(
-    model: &M,
-    ops: &[&Operation<M::Input, M::Output>],
-    read_only: &[bool],
-    return_rank: &[u32],
-    return_times: &[Timestamp],
-) -> Vec<Option<Vec<u32>>> {
-    (0..ops.len())
-        .map(|observation| {
-            let rank = return_rank[observation];
-            if !read_only[observation] || rank == NONE {
-                return None;
-            }
-            let earliest_rank = rank.saturating_sub(OBSERVATION_HORIZON - 1);
-            let frontier_time = return_times[earliest_rank as usize];
-            let observed = ops[observation];
-            let enablers: Vec<u32> = (0..ops.len())
-                .filter(|&writer| {
-                    let candidate = ops[writer];
-                    writer != observation
-                        && !read_only[writer]
-                        && candidate.call <= observed.return_at
-                        && candidate.return_at >= frontier_time
-                        && model.enables_observation(candidate, observed)
-                })
-                .map(|writer| writer as u32)
-                .collect();
-            Some(enablers)
-        })
-        .collect()
-}
-
-/// Reduction 3: for each operation, the nearest earlier operation (by call,
-/// then index) with identical input and output that also returns no later,
-/// or [`NONE`].
-///
-/// Why this is complete: take any linearization that places `b` before its
-/// identical predecessor `a` (or places `b` and leaves `a` out, when both
-/// never returned). Swapping the two stays valid: `a` moves to `b`'s point,
-/// which is after `b`'s call and so after `a`'s; `b` moves to `a`'s later
-/// point (or out), which is before `a`'s return and so before `b`'s. Equal
-/// inputs and outputs make every state identical. Each swap removes an
-/// inversion of the call order, so repeating it ends in a linearization that
-/// respects every such pair.
-fn identical_predecessors<I, O>(ops: &[&Operation<I, O>]) -> Vec<u32>
-where
-    I: Eq + std::hash::Hash,
-    O: Eq + std::hash::Hash,
-{
-    let mut order: Vec<u32> = (0..ops.len() as u32).collect();
-    order.sort_unstable_by_key(|&id| (ops[id as usize].call, id));
-    let mut last_of_kind: FxHashMap<(&I, &crate::operation::Outcome<O>), u32> =
-        FxHashMap::default();
-    let mut must_follow = vec![NONE; ops.len()];
-    for id in order {
-        let op = ops[id as usize];
-        if let Some(previous) = last_of_kind.insert((&op.input, &op.output), id)
-            && ops[previous as usize].return_at <= op.return_at
-        {
-            must_follow[id as usize] = previous;
-        }
-    }
-    must_follow
 }

@@ -7,17 +7,27 @@
 //! The model itself is consulted once per distinct `(operation, state)`.
 
 use crate::hash::FxHashMap;
+use crate::memory::{map_bytes, map_insert_growth, vec_bytes, vec_push_growth};
 use crate::model::Model;
 use crate::operation::Operation;
+use std::mem::size_of;
 
 /// Transition not computed yet.
 const UNCOMPUTED: u32 = u32::MAX;
 /// The model rejects the operation in this state.
 const REJECTED: u32 = u32::MAX - 1;
-/// Upper bound on the dense transition table, in entries (64 MiB). Rows for
+/// Upper bound on the dense transition table, in entries (4 MiB). Rows for
 /// states beyond it go to a hash map instead, so memory grows with the
-/// transitions actually taken, not with states × operations.
-const DENSE_ENTRIES_MAX: usize = 16 << 20;
+/// transitions actually taken, not with states × operations. (At 64 MiB
+/// the dense rows were most of a 10,000-operation register search's
+/// memory: a row spans every operation, but only the few concurrent with
+/// the state's writer are ever tried in it.)
+const DENSE_ENTRIES_MAX: usize = 1 << 20;
+/// Parts with more operations than this get no dense rows at all: a row
+/// would span the whole part while only the few operations concurrent with
+/// the state's writer are ever tried in it, and its growth (a doubling of
+/// megabytes) would dominate a tight memory budget.
+const DENSE_OPERATIONS_MAX: usize = 8_192;
 
 /// Interned states of one partition plus the memoized step function.
 pub(crate) struct StateTable<'a, M: Model> {
@@ -39,7 +49,11 @@ pub(crate) struct StateTable<'a, M: Model> {
 impl<'a, M: Model> StateTable<'a, M> {
     /// A table holding only the initial state (id 0).
     pub(crate) fn new(model: &'a M, ops: Vec<&'a Operation<M::Input, M::Output>>) -> Self {
-        let dense_states = (DENSE_ENTRIES_MAX / ops.len().max(1)).max(1);
+        let dense_states = if ops.len() > DENSE_OPERATIONS_MAX {
+            0
+        } else {
+            (DENSE_ENTRIES_MAX / ops.len().max(1)).max(1)
+        };
         let mut table = StateTable {
             model,
             ops,
@@ -57,6 +71,45 @@ impl<'a, M: Model> StateTable<'a, M> {
     /// Number of distinct states seen.
     pub(crate) fn len(&self) -> usize {
         self.states.len()
+    }
+
+    /// Heap use in bytes (the states' own heap contents, such as a KV
+    /// model's strings, are not counted).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.parts().iter().sum()
+    }
+
+    /// Heap use of each growable part, in bytes: states, ids, dense rows,
+    /// sparse transitions.
+    pub(crate) fn parts(&self) -> [u64; 4] {
+        [
+            vec_bytes(&self.states),
+            map_bytes(self.ids.capacity(), size_of::<(M::State, u32)>()),
+            vec_bytes(&self.dense),
+            map_bytes(self.sparse.capacity(), size_of::<(u64, u32)>()),
+        ]
+    }
+
+    /// Bytes one [`StateTable::step`] may newly allocate at most: a new
+    /// state (its slot, its id, its dense row) and a new sparse transition.
+    pub(crate) fn step_growth(&self) -> u64 {
+        let dense_row = if self.states.len() < self.dense_states {
+            vec_push_growth(&self.dense, self.ops.len())
+        } else {
+            0
+        };
+        vec_push_growth(&self.states, 1)
+            + map_insert_growth(
+                self.ids.len(),
+                self.ids.capacity(),
+                size_of::<(M::State, u32)>(),
+            )
+            + dense_row
+            + map_insert_growth(
+                self.sparse.len(),
+                self.sparse.capacity(),
+                size_of::<(u64, u32)>(),
+            )
     }
 
     /// The state behind an id.

@@ -41,10 +41,16 @@ pub enum UnknownReason {
         /// The limit that was reached.
         steps_max: u64,
     },
-    /// The part's search ran for `time_max` without deciding.
+    /// The check ran for `time_max` without deciding this part.
     TimeBudgetExhausted {
         /// The limit that was reached.
         time_max: Duration,
+    },
+    /// The part's search would have held more than its share of the
+    /// memory budget (`memory_max` bytes) to go on.
+    MemoryBudgetExhausted {
+        /// This part's share of the limit, in bytes.
+        memory_max: u64,
     },
 }
 
@@ -57,6 +63,9 @@ impl fmt::Display for UnknownReason {
             }
             UnknownReason::TimeBudgetExhausted { time_max } => {
                 write!(f, "search budget of {time_max:?} exhausted")
+            }
+            UnknownReason::MemoryBudgetExhausted { memory_max } => {
+                write!(f, "search memory budget of {memory_max} bytes exhausted")
             }
         }
     }
@@ -107,6 +116,17 @@ pub struct SearchEffort {
     pub dropped_operations: u64,
     /// Visited-cache heap use, in bytes.
     pub cache_bytes: u64,
+    /// Most bytes the search structures held at once (the engine's own
+    /// count; see `Budget`).
+    pub memory_peak: u64,
+    /// The longest linearizable prefix the search reached: how far an
+    /// undecided part got.
+    pub deepest_prefix: u64,
+    /// How often the search forgot its visited cache to stay inside the
+    /// memory budget (each time trading memory for repeated work).
+    pub cache_resets: u64,
+    /// True when a cheap witness scan decided the part (no search ran).
+    pub decided_by_scan: bool,
     /// Wall time of the search.
     pub elapsed: Duration,
 }
@@ -162,6 +182,10 @@ impl CheckResult {
                 states: total.states + report.effort.states,
                 dropped_operations: total.dropped_operations + report.effort.dropped_operations,
                 cache_bytes: total.cache_bytes.max(report.effort.cache_bytes),
+                memory_peak: total.memory_peak.max(report.effort.memory_peak),
+                deepest_prefix: total.deepest_prefix + report.effort.deepest_prefix,
+                cache_resets: total.cache_resets + report.effort.cache_resets,
+                decided_by_scan: total.decided_by_scan || report.effort.decided_by_scan,
                 elapsed: total.elapsed + report.effort.elapsed,
             })
     }

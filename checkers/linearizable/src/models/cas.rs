@@ -1,7 +1,7 @@
 //! A compare-and-set register, as Jepsen's etcd tests exercise it: read,
 //! write, and `cas [from to]` that succeeds iff the value equals `from`.
 
-use crate::model::Model;
+use crate::model::{Effect, Model};
 use crate::operation::{Operation, Outcome};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
@@ -60,7 +60,7 @@ impl<V> CasRegister<V> {
     }
 }
 
-impl<V: Clone + Eq + Hash + Debug> Model for CasRegister<V> {
+impl<V: Clone + Eq + Hash + Debug + Sync> Model for CasRegister<V> {
     type State = Option<V>;
     type Input = CasOp<V>;
     type Output = CasResult<V>;
@@ -163,6 +163,35 @@ impl<V: Clone + Eq + Hash + Debug> Model for CasRegister<V> {
                 installed == from
             }
             _ => true,
+        }
+    }
+
+    fn effect(&self, input: &Self::Input, output: &Outcome<Self::Output>) -> Effect<Self::State> {
+        match (input, output) {
+            (CasOp::Read, _)
+            | (CasOp::Cas { .. }, Outcome::Returned(CasResult::Cas { succeeded: false })) => {
+                Effect::Keeps
+            }
+            (CasOp::Write(value), Outcome::Returned(CasResult::Written))
+            | (
+                CasOp::Cas { to: value, .. },
+                Outcome::Returned(CasResult::Cas { succeeded: true }),
+            ) => Effect::Sets(Some(value.clone())),
+            (CasOp::Write(value) | CasOp::Cas { to: value, .. }, Outcome::Unknown) => {
+                Effect::MaySet(Some(value.clone()))
+            }
+            _ => Effect::Other,
+        }
+    }
+
+    fn observed_state(
+        &self,
+        input: &Self::Input,
+        output: &Outcome<Self::Output>,
+    ) -> Option<Self::State> {
+        match (input, output) {
+            (CasOp::Read, Outcome::Returned(CasResult::Read(value))) => Some(value.clone()),
+            _ => None,
         }
     }
 

@@ -5,7 +5,7 @@
 //! This is the model of Porcupine's `kv` test histories; `kv_map.rs` holds
 //! the unpartitioned variant used to cross-check it.
 
-use crate::model::Model;
+use crate::model::{Effect, Model};
 use crate::operation::{OpIndex, Operation, Outcome};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -160,6 +160,28 @@ impl Model for KvModel {
             parts[part].push(OpIndex(index));
         }
         parts
+    }
+
+    fn effect(&self, input: &Self::Input, output: &Outcome<Self::Output>) -> Effect<Self::State> {
+        match (input, output) {
+            (KvOp::Get { .. }, _) => Effect::Keeps,
+            (KvOp::Put { value, .. }, Outcome::Returned(KvResult::Done)) => {
+                Effect::Sets(value.clone())
+            }
+            (KvOp::Put { value, .. }, Outcome::Unknown) => Effect::MaySet(value.clone()),
+            _ => Effect::Other,
+        }
+    }
+
+    fn observed_state(
+        &self,
+        input: &Self::Input,
+        output: &Outcome<Self::Output>,
+    ) -> Option<Self::State> {
+        match (input, output) {
+            (KvOp::Get { .. }, Outcome::Returned(KvResult::Value(value))) => Some(value.clone()),
+            _ => None,
+        }
     }
 
     fn describe_operation(&self, input: &Self::Input, output: &Outcome<Self::Output>) -> String {

@@ -95,7 +95,7 @@ fn offset_index(offset: Offset) -> usize {
     usize::try_from(offset.0).unwrap_or(usize::MAX)
 }
 
-impl<V: Clone + Eq + Hash + Debug> Model for LogModel<V> {
+impl<V: Clone + Eq + Hash + Debug + Sync> Model for LogModel<V> {
     type State = Vec<V>;
     type Input = LogOp<V>;
     type Output = LogResult<V>;

@@ -1,7 +1,7 @@
 //! A read/write register: the smallest useful model, and the reference for
 //! the others.
 
-use crate::model::Model;
+use crate::model::{Effect, Model};
 use crate::operation::{Operation, Outcome};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
@@ -45,7 +45,7 @@ impl<V> Register<V> {
     }
 }
 
-impl<V: Clone + Eq + Hash + Debug> Model for Register<V> {
+impl<V: Clone + Eq + Hash + Debug + Sync> Model for Register<V> {
     type State = Option<V>;
     type Input = RegisterOp<V>;
     type Output = RegisterResult<V>;
@@ -104,6 +104,30 @@ impl<V: Clone + Eq + Hash + Debug> Model for Register<V> {
             }
             (RegisterOp::Write(_), _) => true,
             (RegisterOp::Read, _) => false,
+        }
+    }
+
+    fn effect(&self, input: &Self::Input, output: &Outcome<Self::Output>) -> Effect<Self::State> {
+        match (input, output) {
+            (RegisterOp::Read, _) => Effect::Keeps,
+            (RegisterOp::Write(value), Outcome::Returned(RegisterResult::Written)) => {
+                Effect::Sets(Some(value.clone()))
+            }
+            (RegisterOp::Write(value), Outcome::Unknown) => Effect::MaySet(Some(value.clone())),
+            (RegisterOp::Write(_), Outcome::Returned(RegisterResult::Read(_))) => Effect::Other,
+        }
+    }
+
+    fn observed_state(
+        &self,
+        input: &Self::Input,
+        output: &Outcome<Self::Output>,
+    ) -> Option<Self::State> {
+        match (input, output) {
+            (RegisterOp::Read, Outcome::Returned(RegisterResult::Read(value))) => {
+                Some(value.clone())
+            }
+            _ => None,
         }
     }
 
