@@ -54,6 +54,7 @@ impl Progress {
         match &self.bar {
             Some(bar) => {
                 bar.set_position(elapsed_s.min(self.limit_s));
+                bar.tick();
                 bar.set_message(format!(
                     "{ok} ok, {fail} fail, {info} info | faults: {}",
                     describe(faults())

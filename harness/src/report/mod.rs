@@ -158,6 +158,10 @@ pub fn write_run_page(run_dir: &Path) -> anyhow::Result<PathBuf> {
         plots,
         sampled: (drawn.len(), view.points.len()),
         index_href: index_href(run_dir),
+        files: ["run.json", "history.jsonl", "report.json", "summary.txt"]
+            .into_iter()
+            .filter(|file| run_dir.join(file).is_file())
+            .collect(),
     });
     let path = run_dir.join("report.html");
     std::fs::write(&path, markup.into_string())

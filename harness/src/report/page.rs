@@ -30,6 +30,8 @@ pub struct RunPage<'a> {
     pub sampled: (usize, usize),
     /// The relative link to the results' index page.
     pub index_href: String,
+    /// The run's files that exist, to link.
+    pub files: Vec<&'static str>,
 }
 
 /// The page's head: title and style.
@@ -221,8 +223,7 @@ pub fn run_page(page: &RunPage<'_>) -> Markup {
                     ul { @for warning in &summary.warnings { li { (warning) } } }
                 }
                 p class="files" {
-                    "Files: " a href="history.jsonl" { "history.jsonl" } " · " a href="report.json" { "report.json" }
-                    " · " a href="run.json" { "run.json" } " · " a href="summary.txt" { "summary.txt" }
+                    "Files:" @for file in &page.files { " " a href=(file) { (file) } }
                 }
             }
         }

@@ -227,11 +227,17 @@ pub fn throughput(
             .light_line_style(WHITE)
             .draw()?;
         bands(&mut chart, faults, end_s, (0.0, max_rate))?;
-        for (i, (f, outcome, points)) in series.iter().enumerate() {
-            // Functions differ by shade, outcomes by colour.
-            let colour = outcome_colour(*outcome).mix(1.0 - 0.25 * (i % 3) as f64);
-            let style =
-                ShapeStyle::from(colour).stroke_width(if *outcome == Outcome::Ok { 2 } else { 1 });
+        let mut function_colours: BTreeMap<&str, RGBColor> = BTreeMap::new();
+        for (f, outcome, points) in series {
+            // A colour per function; ok thick, info thinner and lighter, fail lightest.
+            let next = LEADERS[function_colours.len() % LEADERS.len()];
+            let colour = *function_colours.entry(f.as_str()).or_insert(next);
+            let (width, alpha) = match outcome {
+                Outcome::Ok => (2, 1.0),
+                Outcome::Info => (1, 0.7),
+                Outcome::Fail => (1, 0.4),
+            };
+            let style = ShapeStyle::from(colour.mix(alpha)).stroke_width(width);
             chart
                 .draw_series(LineSeries::new(points.iter().copied(), style))?
                 .label(format!("{f} {}", outcome.as_str()))
