@@ -180,6 +180,7 @@ fn check_run_page(browser: &Browser, run: &Path, name: &str) -> usize {
     let dom = browser.look_at(&page, name);
     links_resolve(&dom, &page);
     let faults = faults_in(&run.join("history.jsonl"));
+    assert!(faults > 0, "{name}: the run had faults to shade");
     let plots: Vec<&str> = dom.split("<figure class=\"plot").skip(1).collect();
     assert!(plots.len() >= 2, "latency and throughput plots on {name}");
     for plot in plots {

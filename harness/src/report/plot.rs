@@ -11,6 +11,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::history::{FaultInterval, LeaderEvent, Outcome, Point};
+use super::sample::Series;
 
 /// The opacity of a fault band, used by nothing else.
 pub const BAND_OPACITY: f64 = 0.18;
@@ -199,11 +200,7 @@ pub fn latency(
 }
 
 /// Completions per second of each function and outcome.
-pub fn throughput(
-    series: &[(String, Outcome, Vec<(f64, f64)>)],
-    faults: &[FaultInterval],
-    end_s: f64,
-) -> String {
+pub fn throughput(series: &[Series], faults: &[FaultInterval], end_s: f64) -> String {
     let end_s = end_s.max(1.0);
     let max_rate = series
         .iter()

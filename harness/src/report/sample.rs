@@ -57,14 +57,12 @@ pub fn latency_points(
         .collect()
 }
 
+/// One throughput line: function, outcome, `(bucket start s, completions/s)` points.
+pub type Series = (String, Outcome, Vec<(f64, f64)>);
+
 /// Completions per second of each (function, outcome) with any, per time bucket of
 /// `width_s` seconds over `[0, end_s]`: `(bucket start, rate)` pairs.
-pub fn throughput(
-    points: &[Point],
-    functions: &[String],
-    end_s: f64,
-    width_s: f64,
-) -> Vec<(String, Outcome, Vec<(f64, f64)>)> {
+pub fn throughput(points: &[Point], functions: &[String], end_s: f64, width_s: f64) -> Vec<Series> {
     let width_s = width_s.max(1e-3);
     let buckets = ((end_s / width_s).ceil() as usize).max(1);
     let mut counts: BTreeMap<(usize, Outcome), Vec<u64>> = BTreeMap::new();
