@@ -4,7 +4,8 @@
 //! report.html alone, timed. Budget: < 10 s and a page < 5 MB.
 //!
 //! Run with `cargo bench -p logjam --bench report_page`; `LOGJAM_BENCH_OP_LINES` overrides
-//! the size (`--test`, as CI's smoke mode passes, uses 20,000).
+//! the size (`--test`, as CI's smoke mode passes, uses 20,000); `LOGJAM_BENCH_DIR=<dir>` keeps
+//! the run (and its page) there.
 
 #[path = "../../checkers/tests/support/model.rs"]
 mod model;
@@ -40,8 +41,10 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 20_000 } else { 1_000_000 });
-    let results = tempfile::tempdir().expect("temp dir");
-    let run = results.path().join("20260101T000000Z-queue-seed42");
+    let temporary = tempfile::tempdir().expect("temp dir");
+    let results = std::env::var_os("LOGJAM_BENCH_DIR")
+        .map_or_else(|| temporary.path().to_owned(), std::path::PathBuf::from);
+    let run = results.join("20260101T000000Z-queue-seed42");
     std::fs::create_dir_all(&run).expect("run dir");
     let config = model::ModelConfig::bench(op_lines);
     {
@@ -64,7 +67,7 @@ fn main() -> ExitCode {
     let (rendered, seconds) = logjam(&[
         "report".as_ref(),
         "--results-dir".as_ref(),
-        results.path().as_os_str(),
+        results.as_os_str(),
         run.as_os_str(),
     ]);
     let size = std::fs::metadata(run.join("report.html")).map_or(0, |m| m.len());

@@ -136,12 +136,16 @@ pub fn run_page(page: &RunPage<'_>) -> Markup {
                 h1 { "Run " (page.name) " " (verdict_badge(&summary.verdict)) }
                 p class="reason" { (summary.reason) }
                 table class="facts" {
-                    tr { th { "workload" } td { (summary.workload) } }
-                    tr { th { "seed" } td { code { (summary.seed) } } }
-                    tr { th { "started" } td { (summary.started) } }
-                    tr { th { "faults" } td { (summary.nemesis.join(", ")) } }
+                    @for (name, value) in [("workload", &summary.workload), ("seed", &summary.seed), ("started", &summary.started)] {
+                        @if !value.is_empty() { tr { th { (name) } td { (value) } } }
+                    }
+                    @if !summary.nemesis.is_empty() { tr { th { "faults" } td { (summary.nemesis.join(", ")) } } }
                     @for (name, value) in &summary.shape { tr { th { (name) } td { (value) } } }
-                    tr { th { "replay" } td { code class="replay" { (summary.replay) } } }
+                    @if summary.replay.is_empty() {
+                        tr { th { "replay" } td { "no run.json: settings and replay command unknown" } }
+                    } @else {
+                        tr { th { "replay" } td { code class="replay" { (summary.replay) } } }
+                    }
                 }
                 h2 { "Settings that differ from Kafka's defaults" }
                 @if summary.settings.is_empty() {
