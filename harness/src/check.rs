@@ -31,6 +31,14 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
         if !args.json {
             println!("report: {}", path.display());
         }
+        // The page beside it, so an old run can be re-rendered; a page that cannot be drawn
+        // is a warning, the verdict stands.
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        match crate::report::write_run_page(dir) {
+            Ok(page) if !args.json => println!("page: {}", page.display()),
+            Ok(_) => {}
+            Err(error) => eprintln!("logjam: warning: no HTML report: {error:#}"),
+        }
     }
     Ok(u8::try_from(report.verdict.exit_code()).unwrap_or(2))
 }

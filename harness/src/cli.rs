@@ -39,6 +39,9 @@ pub enum Command {
     Nightly(NightlyArgs),
     /// Re-check a stored run or a history file offline and write report.json beside it.
     Check(CheckArgs),
+    /// Write the HTML pages: report.html of the runs given (matrix.html of matrices), or of
+    /// every run and matrix under --results-dir when none is given; then results/index.html.
+    Report(ReportArgs),
     /// The built-in cluster for manual use.
     #[command(subcommand)]
     Cluster(ClusterCommand),
@@ -211,4 +214,14 @@ pub struct CheckArgs {
     /// Do not write report.json.
     #[arg(long)]
     pub no_write: bool,
+}
+
+/// Arguments of `logjam report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run or matrix directories to render (default: every one under --results-dir).
+    pub paths: Vec<PathBuf>,
+    /// Where runs are stored; its index.html lists them all.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
 }

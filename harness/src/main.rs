@@ -12,6 +12,8 @@ mod matrix;
 mod metrics;
 mod nemesis;
 mod nightly;
+mod progress;
+mod report;
 mod run;
 mod scenario;
 mod timeline;
@@ -31,7 +33,10 @@ fn main() -> ExitCode {
         }
         cli::Command::Scenario(_) => Some(true),
         // Each run of a matrix or a suite is a `logjam run` child with a sandbox of its own.
-        cli::Command::Check(_) | cli::Command::Matrix(_) | cli::Command::Nightly(_) => None,
+        cli::Command::Check(_)
+        | cli::Command::Report(_)
+        | cli::Command::Matrix(_)
+        | cli::Command::Nightly(_) => None,
     };
     let privilege = match sandbox.map(lab::sandbox::enter) {
         None => None,
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
         .init();
     let outcome = match cli.command {
         cli::Command::Check(args) => check::run(&args),
+        cli::Command::Report(args) => report::run(&args),
         cli::Command::Run(args) => run::run(&args, privilege),
         cli::Command::Matrix(args) => matrix::run(&args),
         cli::Command::Scenario(args) => scenario::run(&args, privilege),

@@ -127,6 +127,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
     )?;
     std::fs::write(dir.join("matrix.md"), &table)?;
     point_link(&args.run.results_dir.join("latest-matrix"), &dir);
+    crate::report::after_run(&args.run.results_dir, &dir);
     print!("{table}");
     println!("matrix stored in {}", dir.display());
     let failed = report.cells.iter().any(|c| c.summary.errors > 0);

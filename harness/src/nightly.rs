@@ -109,6 +109,7 @@ pub fn run(args: &NightlyArgs) -> anyhow::Result<u8> {
     let markdown = index.markdown();
     std::fs::write(dir.join("index.md"), &markdown)?;
     point_link(&args.results_dir.join("latest-nightly"), &dir);
+    crate::report::refresh_index(&args.results_dir);
     print!("{markdown}");
     println!("nightly stored in {}", dir.display());
     Ok(index.exit_code())
@@ -370,6 +371,18 @@ impl Entry {
         }
     }
 
+    /// A Markdown link to the run's report.html, relative to the suite's directory `dir`
+    /// (the page every run writes); `-` for a run without one.
+    fn page(&self, dir: &Path) -> String {
+        let page = self.path.join("report.html");
+        match page.strip_prefix(dir) {
+            Ok(relative) if self.child.as_ref().is_some_and(|c| c.outcome.is_some()) => {
+                format!("[report.html]({})", relative.display())
+            }
+            _ => "-".to_owned(),
+        }
+    }
+
     /// The run as a JUnit `<testcase>`.
     fn testcase(&self) -> String {
         let open = format!(
@@ -480,8 +493,8 @@ impl Index {
             self.budget_minutes,
             self.seconds
         );
-        md.push_str("| run | seed | verdict | lost | refused s (max) | seconds | path |\n");
-        md.push_str("|---|---|---|---|---|---|---|\n");
+        md.push_str("| run | seed | verdict | lost | refused s (max) | seconds | path | page |\n");
+        md.push_str("|---|---|---|---|---|---|---|---|\n");
         for entry in &self.runs {
             let number = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
             let row = [
@@ -492,6 +505,7 @@ impl Index {
                 number(entry.refused_max_seconds.map(|s| format!("{s:.1}"))),
                 format!("{:.0}", entry.seconds),
                 entry.path.display().to_string(),
+                entry.page(&self.dir),
             ];
             let row: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
             md.push_str(&format!("| {} |\n", row.join(" | ")));

@@ -206,6 +206,7 @@ pub fn execute(
     if let Some(name) = run_dir.file_name() {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
+    crate::report::after_run(&args.results_dir, &run_dir);
     print!("{summary}");
     println!("run stored in {}", run_dir.display());
     Ok((
@@ -296,29 +297,16 @@ async fn drive(
     let workload_start = Instant::now();
     let (cpu_at_start, _) = cpu_seconds();
     let mut next_fault = workload_start + interval;
-    let mut next_progress = workload_start + Duration::from_secs(5);
+    let mut progress = crate::progress::Progress::new(args.time_limit);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if Instant::now() >= next_progress {
-            next_progress += Duration::from_secs(5);
-            let elapsed = args
-                .time_limit
-                .saturating_sub(deadline.saturating_duration_since(Instant::now()).as_secs());
-            let done = recorder.completions();
-            let in_force: Vec<String> = active.iter().map(|a| a.describe(lab)).collect();
-            eprintln!(
-                "logjam: {elapsed}/{} s, {} ok, {} fail, {} info, faults: {}",
-                args.time_limit,
-                done.ok,
-                done.fail,
-                done.info,
-                if in_force.is_empty() {
-                    "none".to_owned()
-                } else {
-                    in_force.join("; ")
-                }
-            );
-        }
+        let elapsed = args
+            .time_limit
+            .saturating_sub(deadline.saturating_duration_since(Instant::now()).as_secs());
+        let done = recorder.completions();
+        progress.update(elapsed, (done.ok, done.fail, done.info), || {
+            active.iter().map(|a| a.describe(lab)).collect()
+        });
         if script.is_some() {
             while let Some(step) = steps.next_if(|step| workload_start + step.at <= Instant::now())
             {
@@ -386,6 +374,7 @@ async fn drive(
             }
         }
     }
+    progress.finish();
     // Heal first: a client blocked on a dead or paused node would otherwise hold the join
     // (and the run) for its whole send timeout.
     while let Some(fault) = active.pop() {

@@ -133,6 +133,18 @@ fn the_smoke_suite_writes_junit_and_an_index() {
     }
     let markdown = std::fs::read_to_string(dir.join("index.md")).unwrap();
     assert!(markdown.contains("| smoke-kill-run1 |"), "{markdown}");
+    // The index links each run's page, and the results' index.html lists both runs.
+    let pages: Vec<&str> = markdown
+        .split("[report.html](")
+        .skip(1)
+        .map(|link| &link[..link.find(')').unwrap()])
+        .collect();
+    assert_eq!(pages.len(), 2, "{markdown}");
+    for page in pages {
+        assert!(dir.join(page).is_file(), "{page} missing");
+    }
+    let html = std::fs::read_to_string(results.path().join("index.html")).unwrap();
+    assert_eq!(html.matches("/report.html\"").count(), 2, "{html}");
 }
 
 /// A misspelt key makes the suite file bad: exit 3 before anything runs, and the message
