@@ -36,16 +36,14 @@
 //! listener). Without `controller.quorum.voters` a combined node is a one-voter quorum by
 //! itself, with no controller listener needed: that is single-node mode.
 
+pub mod api;
 pub mod broker;
 pub mod canary;
 pub mod config;
 pub mod controller;
-pub mod frame;
-pub mod handlers;
+pub mod coordinator;
 pub mod metadata;
-pub mod producer_ids;
+pub mod network;
 pub mod producer_state;
-pub mod replica_fetcher;
-pub mod replication;
-pub mod server;
+pub mod replica;
 pub mod topics;

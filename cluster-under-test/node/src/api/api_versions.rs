@@ -5,7 +5,7 @@
 
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
-use crate::frame::supported_versions;
+use crate::network::framing::supported_versions;
 
 /// Answers with every supported API and its version range.
 pub fn handle(_request: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
