@@ -152,6 +152,12 @@ impl Broker {
             logs,
             quorum.subscribe_image(),
         ));
+        // Become leader or follower of every hosted partition before serving, as a Kafka
+        // broker publishes the metadata image before it opens its listeners; later images are
+        // applied by the replication task as they arrive.
+        if config.is_broker() {
+            replicas.apply_image();
+        }
         Ok(Broker {
             topics: TopicCreator::new(Arc::clone(&quorum), Arc::clone(&replicas)),
             producer_ids: ProducerIdManager::new(config.node_id, Arc::clone(&quorum)),

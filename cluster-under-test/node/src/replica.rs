@@ -5,6 +5,7 @@
 
 pub mod alter_partition;
 pub mod fetcher;
+pub mod invariants;
 pub mod manager;
 pub mod partition;
 pub mod producer_replay;

@@ -1,6 +1,6 @@
 //! ApiVersions: the list of APIs and versions this node serves.
 //!
-//! Versions the node does not know never reach here: `frame.rs` answers them with
+//! Versions the node does not know never reach here: `network/framing.rs` answers them with
 //! `UNSUPPORTED_VERSION` in a v0 response, as Kafka does.
 
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};

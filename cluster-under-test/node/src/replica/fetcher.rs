@@ -3,13 +3,13 @@
 //! the sender of AlterPartition requests to the active controller.
 //!
 //! Driven by the metadata image: on every image change the hosted partitions take their new
-//! state (becoming leader assigns the epoch start, see `broker.rs`), and a fetcher is started
+//! state (becoming leader assigns the epoch start, see `replica/manager.rs`), and a fetcher is started
 //! for every leader that has none. A fetcher recomputes the partitions it fetches from the
 //! image on every round and ends when none is left. It fetches from each partition's log end
 //! with the epoch of its last record (KIP-595); the leader answers records up to its log end,
 //! or a diverging epoch to truncate to (see `Partition::apply_fetched`).
 //!
-//! Decisions live in `replication.rs` (pure); the partition state in `broker.rs`; this file only
+//! Decisions live in `replication.rs` (pure); the partition state in `partition.rs`; this file only
 //! moves bytes and timers.
 
 use std::collections::HashMap;

@@ -32,20 +32,8 @@ pub fn check_high_watermark(
     log_end: Offset,
     as_leader: bool,
 ) {
-    if new > log_end {
-        broken(
-            partition,
-            &format!("high watermark {} above the log end {}", new.0, log_end.0),
-        );
-    }
-    if as_leader && new < current {
-        broken(
-            partition,
-            &format!(
-                "high watermark moved back on the leader from {} to {}",
-                current.0, new.0
-            ),
-        );
+    if let Some(what) = high_watermark_violation(current, new, log_end, as_leader) {
+        broken(partition, &what);
     }
 }
 
@@ -56,22 +44,107 @@ pub fn check_partition_state(
     current: &PartitionState,
     new: &PartitionState,
 ) {
+    if let Some(what) = partition_state_violation(current, new) {
+        broken(partition, &what);
+    }
+}
+
+/// What is wrong with moving the high watermark from `current` to `new`, if anything.
+pub fn high_watermark_violation(
+    current: Offset,
+    new: Offset,
+    log_end: Offset,
+    as_leader: bool,
+) -> Option<String> {
+    if new > log_end {
+        return Some(format!(
+            "high watermark {} above the log end {}",
+            new.0, log_end.0
+        ));
+    }
+    (as_leader && new < current).then(|| {
+        format!(
+            "high watermark moved back on the leader from {} to {}",
+            current.0, new.0
+        )
+    })
+}
+
+/// What is wrong with going from partition state `current` to `new`, if anything.
+pub fn partition_state_violation(current: &PartitionState, new: &PartitionState) -> Option<String> {
     if let Some(outsider) = new.isr.iter().find(|id| !new.replicas.contains(id)) {
-        broken(
-            partition,
-            &format!(
-                "ISR {:?} names broker {} outside the replicas {:?}",
-                new.isr, outsider.0, new.replicas
-            ),
+        return Some(format!(
+            "ISR {:?} names broker {} outside the replicas {:?}",
+            new.isr, outsider.0, new.replicas
+        ));
+    }
+    (new.leader_epoch < current.leader_epoch).then(|| {
+        format!(
+            "leader epoch went back from {} to {}",
+            current.leader_epoch, new.leader_epoch
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::{BrokerId, LeaderRecoveryState};
+
+    #[test]
+    fn high_watermark_rules() {
+        let hw = |current, new, end, leader| {
+            high_watermark_violation(Offset(current), Offset(new), Offset(end), leader)
+        };
+        assert_eq!(hw(5, 7, 10, true), None);
+        assert_eq!(hw(5, 10, 10, true), None);
+        assert!(
+            hw(5, 11, 10, true)
+                .unwrap()
+                .contains("above the log end 10")
+        );
+        assert!(
+            hw(5, 11, 10, false).is_some(),
+            "a follower's is bounded too"
+        );
+        assert!(hw(5, 4, 10, true).unwrap().contains("moved back"));
+        assert_eq!(
+            hw(5, 4, 10, false),
+            None,
+            "a follower's may go back (truncation)"
         );
     }
-    if new.leader_epoch < current.leader_epoch {
-        broken(
-            partition,
-            &format!(
-                "leader epoch went back from {} to {}",
-                current.leader_epoch, new.leader_epoch
-            ),
+
+    #[test]
+    fn partition_state_rules() {
+        let state = |epoch, replicas: &[i32], isr: &[i32]| PartitionState {
+            replicas: replicas.iter().copied().map(BrokerId).collect(),
+            isr: isr.iter().copied().map(BrokerId).collect(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader: BrokerId(1),
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+        };
+        let current = state(3, &[1, 2, 3], &[1, 2]);
+        assert_eq!(
+            partition_state_violation(&current, &state(3, &[1, 2, 3], &[1])),
+            None
+        );
+        assert_eq!(
+            partition_state_violation(&current, &state(4, &[1, 2, 3], &[1, 2, 3])),
+            None
+        );
+        assert!(
+            partition_state_violation(&current, &state(2, &[1, 2, 3], &[1]))
+                .unwrap()
+                .contains("went back from 3 to 2")
+        );
+        assert!(
+            partition_state_violation(&current, &state(4, &[1, 2], &[1, 4]))
+                .unwrap()
+                .contains("outside the replicas")
         );
     }
 }

@@ -17,9 +17,9 @@ use tokio::sync::watch;
 use crate::canary::{Canaries, Canary};
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
 use crate::producer_state::ProducerStateTable;
-use crate::replica::now_ms;
 use crate::replica::producer_replay::{record_producer_batches, replay_producer_state};
 use crate::replica::replication::{FollowerState, diverging_epoch, follower_truncation_offset};
+use crate::replica::{invariants, now_ms};
 
 use leader::LeaderState;
 
@@ -269,6 +269,7 @@ impl Partition {
         if *current == *new {
             return false;
         }
+        invariants::check_partition_state(&self.topic_partition, &current, new);
         *current = new.clone();
         let mut leader = self.leader_state();
         if new.leader.0 == self.node_id {
@@ -421,6 +422,13 @@ impl Partition {
         }
         let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
         if high_watermark >= Offset(0) {
+            invariants::check_high_watermark(
+                &self.topic_partition,
+                log.high_watermark(),
+                high_watermark,
+                log.log_end_offset(),
+                false,
+            );
             log.set_high_watermark(high_watermark);
         }
         Ok(())

@@ -12,11 +12,11 @@ use logjam_storage::{LeaderEpoch, Offset};
 use crate::canary::Canary;
 use crate::metadata::{BrokerId, PartitionState};
 use crate::producer_state::{ProducerBatch, Verdict};
-use crate::replica::now_ms;
 use crate::replica::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, next_high_watermark,
     out_of_sync_replicas, should_expand_isr,
 };
+use crate::replica::{invariants, now_ms};
 
 use super::{Acks, Appended, IsrChange, Partition};
 
@@ -90,6 +90,13 @@ impl Partition {
         if self.canaries.is_on(Canary::HwBeforeReplication) {
             let advances = log_end > log.high_watermark();
             if advances {
+                invariants::check_high_watermark(
+                    &self.topic_partition,
+                    log.high_watermark(),
+                    log_end,
+                    log_end,
+                    true,
+                );
                 log.set_high_watermark(log_end);
             }
             return advances;
@@ -123,6 +130,13 @@ impl Partition {
             self.effective_min_isr(&state),
         ) {
             Some(high_watermark) => {
+                invariants::check_high_watermark(
+                    &self.topic_partition,
+                    log.high_watermark(),
+                    high_watermark,
+                    log_end,
+                    true,
+                );
                 log.set_high_watermark(high_watermark);
                 true
             }
