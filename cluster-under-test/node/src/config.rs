@@ -78,6 +78,8 @@ pub enum ConfigError {
         key: &'static str,
     },
 }
+
+/// The key naming the canaries switched on.
 pub const CANARIES_KEY: &str = "logjam.canaries";
 
 /// A loaded, validated node configuration.

@@ -175,8 +175,7 @@ pub static KEYS: &[KeySpec] = &[
     key(CANARIES_KEY, Kind::List, ""),
 ];
 
-/// The key naming the canaries switched on.
-
+/// Checks `value` against the type and range of its key.
 pub(super) fn validate(spec: &KeySpec, line: usize, value: &str) -> Result<(), ConfigError> {
     let invalid = |reason| ConfigError::InvalidValue {
         line,

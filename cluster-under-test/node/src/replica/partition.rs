@@ -247,9 +247,6 @@ impl Partition {
         }
     }
 
-    /// The ISR the high watermark and acks=all use: the committed ISR plus the members of an
-    /// in-flight AlterPartition (KIP-497: an expansion counts at once, a shrink only once
-
     fn leader_state(&self) -> MutexGuard<'_, LeaderState> {
         self.leader_state
             .lock()

@@ -55,6 +55,9 @@ impl Default for LeaderState {
 }
 
 impl Partition {
+    /// The ISR the high watermark and acks=all use: the committed ISR plus the members of an
+    /// in-flight AlterPartition (KIP-497: an expansion counts at once, a shrink only once
+    /// committed).
     pub(super) fn maximal_isr(state: &PartitionState, leader: &LeaderState) -> Vec<BrokerId> {
         let mut isr = state.isr.clone();
         if let Some(pending) = &leader.pending_isr {
