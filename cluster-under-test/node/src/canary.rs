@@ -22,7 +22,7 @@ pub enum Canary {
     HwBeforeReplication,
     /// `ack-before-replication`: acks=all is answered right after the leader's own append,
     /// without waiting for the ISR (the `NOT_ENOUGH_REPLICAS` check before the append still
-    /// applies). Lives in `handlers/produce.rs`, where an acks=all append is parked.
+    /// applies). Lives in `api/produce.rs`, where an acks=all append is parked.
     AckBeforeReplication,
     /// `skip-idempotent-dedupe`: an idempotent producer's retried batch is appended again
     /// instead of being answered with its original offsets. Lives in `Partition::append`.

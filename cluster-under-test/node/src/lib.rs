@@ -6,46 +6,60 @@
 //!
 //! # Layout
 //!
+//! Layered as Kafka's broker is (`SocketServer`, `KafkaApis`, `ReplicaManager`, the
+//! coordinators, the controller):
+//!
 //! ```text
-//!   TCP ──► server.rs ──frame──► frame.rs ──request──► handlers.rs ──► handlers/<api>.rs
-//!           (connections,        (decode, version      (dispatch)       (one file per API)
-//!            flusher,             checks, encode)                            │
-//!            shutdown)                                                       ▼
-//!                                                      broker.rs: topics, partitions ──► logjam-storage
+//!   TCP ──► network/server ──frame──► network/framing ──request──► api (dispatch by key)
+//!                                      (decode, version                 │  one module per API,
+//!                                       checks, encode)                 │  narrow handles
+//!                                                                       ▼
+//!   replica/ReplicaManager ◄── Produce, Fetch, ListOffsets     broker/TopicCreator ◄── CreateTopics,
+//!     Partition (leader/follower) ──► logjam-storage            coordinator/ProducerIdManager   Metadata
+//!     fetcher, AlterPartition ──► network/NodeClient ──► other nodes ◄── controller/quorum (Raft RPCs,
+//!                                                                         forwarding, heartbeats)
 //! ```
 //!
-//! - [`config`]: `server.properties` with Kafka's names and defaults; unknown keys are errors.
-//! - [`server`]: the listener, per-connection loops, periodic flush/checkpoint, clean shutdown.
-//! - [`frame`]: untrusted bytes to requests and responses back; never panics on any input.
-//! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets,
-//!   InitProducerId.
-//! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
-//! - [`topics`]: Kafka's naming and topic-config rules.
+//! - [`network`]: the client listener and connections ([`network::server`]), the one framing
+//!   ([`network::framing`]: untrusted bytes to requests, never panics), and
+//!   [`network::NodeClient`], the one client of every node-to-node request: it notices a closed
+//!   connection and reconnects; a request gets its response or an error, never silence.
+//! - [`api`]: dispatch by API key; ApiVersions, Metadata, CreateTopics, Produce, Fetch,
+//!   ListOffsets, InitProducerId, each given only the handles it needs.
+//! - [`broker`]: the node's lifecycle (open, registration wait, clean shutdown) and its
+//!   handles; [`broker::TopicCreator`]: topic creation through the active controller.
+//! - [`replica`]: [`replica::ReplicaManager`] (hosted partitions, logs, the metadata image
+//!   applied explicitly when it changes), [`replica::Partition`] (follower side;
+//!   `partition/leader.rs`: high watermark, ISR, appends, acks), the pure decisions
+//!   ([`replica::replication`]: ISR shrink/expand, high watermark, acks=all, divergence
+//!   truncation), the follower fetchers, AlterPartition, and the invariants of replication
+//!   state ([`replica::invariants`]: a broken one stops the node loudly).
+//! - [`coordinator`]: state kept for clients beyond the log; today the producer-id blocks of
+//!   InitProducerId ([`coordinator::ProducerIdManager`]).
+//! - [`controller`]: the KRaft quorum driver, the active controller's decisions split into
+//!   cluster (registration, fencing), replication (topics, AlterPartition) and producer-id
+//!   control, the metadata log on disk, the controller listener.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
-//! - [`producer_state`]: the idempotent producer's per-partition state and checks (pure);
-//!   [`producer_ids`]: the broker's block of producer ids for InitProducerId (pure).
-//! - [`replication`]: pure replication decisions (ISR shrink/expand, high watermark, acks=all,
-//!   divergence truncation); [`replica_fetcher`]: the follower fetchers and ISR changes (tokio).
+//! - [`config`]: `server.properties` with Kafka's names and defaults (the property table in
+//!   `config/properties.rs`); unknown keys are errors.
+//! - [`topics`]: Kafka's naming and topic-config rules, and [`topics::CreateTopicError`].
+//! - [`producer_state`]: the idempotent producer's per-partition state and checks (pure).
 //! - [`canary`]: deliberate, named bugs (`logjam.canaries`, off by default) that prove the
 //!   checkers catch what they claim to; each is a branch marked `// CANARY(name)`.
-//! - [`controller`]: the KRaft quorum driver, the active controller's decisions, the metadata
-//!   log on disk, the controller listener, broker registration and heartbeats.
 //!
 //! Roles: `process.roles=broker,controller` (combined, the default of the lab),
 //! `broker` (an observer of the quorum that serves clients) or `controller` (no client
 //! listener). Without `controller.quorum.voters` a combined node is a one-voter quorum by
 //! itself, with no controller listener needed: that is single-node mode.
 
+pub mod api;
 pub mod broker;
 pub mod canary;
 pub mod config;
 pub mod controller;
-pub mod frame;
-pub mod handlers;
+pub mod coordinator;
 pub mod metadata;
-pub mod producer_ids;
+pub mod network;
 pub mod producer_state;
-pub mod replica_fetcher;
-pub mod replication;
-pub mod server;
+pub mod replica;
 pub mod topics;

@@ -32,13 +32,13 @@ fn main() -> anyhow::Result<()> {
         .init();
     let config = Config::load(&args.config, &args.overrides)
         .with_context(|| format!("invalid configuration in {}", args.config.display()))?;
-    let open_files = logjam_node::server::raise_open_files_limit();
+    let open_files = logjam_node::network::server::raise_open_files_limit();
     tracing::debug!(open_files, "open files limit");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let node = logjam_node::server::start(config).await?;
+        let node = logjam_node::network::server::start(config).await?;
         let mut terminate = signal(SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}

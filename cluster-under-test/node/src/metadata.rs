@@ -10,7 +10,7 @@
 //! `controller/entry_codec.rs`).
 //!
 //! Neighbours: the controller's decisions are in `controller/` (`election.rs`, `control.rs`);
-//! the broker reads the image through `broker.rs`.
+//! the broker applies the image to its partitions in `replica/manager.rs`.
 
 mod ids;
 mod image;

@@ -3,7 +3,7 @@
 //! last offset), and the validation of a client batch against it (Kafka's
 //! `ProducerStateManager`, `ProducerStateEntry`, `ProducerAppendInfo`).
 //!
-//! Pure and synchronous: no I/O, no clock, no locks. `broker.rs` owns one table per partition,
+//! Pure and synchronous: no I/O, no clock, no locks. `replica/partition.rs` owns one table per partition,
 //! checks a client batch with [`ProducerStateTable::check`] before the leader append, and
 //! records every appended batch with [`ProducerStateTable::record`], as leader, as follower
 //! (so dedupe survives a leader change when the batch was replicated) and when replaying the

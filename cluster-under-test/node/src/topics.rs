@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -160,5 +161,86 @@ mod tests {
         assert!(validate_topic_config("min.insync.replicas", "0").is_err());
         assert!(validate_topic_config("unclean.leader.election.enable", "maybe").is_err());
         assert!(validate_topic_config("no.such.key", "1").is_err());
+    }
+}
+
+/// The most partitions one topic creation may ask for. Kafka's controller refuses to generate
+/// more than 10,000 records for one request (`MAX_RECORDS_PER_USER_OP`); without a bound, one
+/// CreateTopics asking for two billion partitions would make a node try to open them all.
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+
+/// Why a topic could not be created; each maps to a Kafka error code.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateTopicError {
+    /// A topic with that name exists.
+    #[error("the topic already exists")]
+    AlreadyExists,
+    /// The name breaks Kafka's naming rules.
+    #[error(transparent)]
+    InvalidName(TopicError),
+    /// A topic config key or value is not acceptable.
+    #[error(transparent)]
+    InvalidConfig(TopicError),
+    /// The partition count is below 1 or above [`MAX_PARTITIONS_PER_TOPIC`].
+    #[error("the number of partitions must be between 1 and 10000, got {requested}")]
+    InvalidPartitions {
+        /// What was asked for.
+        requested: i32,
+    },
+    /// The replication factor is below 1 or above the number of brokers.
+    #[error("replication factor {requested} is not between 1 and the {brokers} available brokers")]
+    InvalidReplicationFactor {
+        /// What was asked for.
+        requested: i16,
+        /// Brokers available.
+        brokers: i16,
+    },
+    /// A manual assignment names a broker that does not exist.
+    #[error("the replica assignment names an unknown broker")]
+    InvalidReplicaAssignment,
+    /// The request contradicts itself.
+    #[error("{0}")]
+    InvalidRequest(&'static str),
+    /// Creating a log failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The controller answered with another error, or did not answer.
+    #[error("the controller refused the topic: {0:?}")]
+    Controller(ResponseError),
+}
+
+impl CreateTopicError {
+    /// The Kafka error code for this failure.
+    pub fn response_error(&self) -> ResponseError {
+        match self {
+            CreateTopicError::AlreadyExists => ResponseError::TopicAlreadyExists,
+            CreateTopicError::InvalidName(_) => ResponseError::InvalidTopicException,
+            CreateTopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
+            CreateTopicError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+            CreateTopicError::InvalidReplicationFactor { .. } => {
+                ResponseError::InvalidReplicationFactor
+            }
+            CreateTopicError::InvalidReplicaAssignment => ResponseError::InvalidReplicaAssignment,
+            CreateTopicError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            CreateTopicError::Storage(_) => ResponseError::KafkaStorageError,
+            CreateTopicError::Controller(error) => *error,
+        }
+    }
+}
+
+impl TopicInfo {
+    /// The summary of a topic of the metadata image.
+    pub fn from_image(topic: &crate::metadata::TopicImage) -> TopicInfo {
+        TopicInfo {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions: topic.partitions.len() as i32,
+            replication_factor: topic
+                .partitions
+                .values()
+                .next()
+                .map_or(0, |p| p.replicas.len() as i16),
+            configs: topic.configs.clone(),
+        }
     }
 }

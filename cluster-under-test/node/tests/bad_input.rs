@@ -13,14 +13,15 @@ use common::{config, connect, exchange, read_frame, request_frame};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Decodable;
 use logjam_node::broker::Broker;
-use logjam_node::frame::{FrameOutcome, handle_frame};
+use logjam_node::network::framing::{FrameOutcome, handle_frame};
 
 #[tokio::test]
 async fn socket_level_bad_input_closes_only_that_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let node = logjam_node::server::start(config(dir.path(), 0, "socket.request.max.bytes=1024"))
-        .await
-        .unwrap();
+    let node =
+        logjam_node::network::server::start(config(dir.path(), 0, "socket.request.max.bytes=1024"))
+            .await
+            .unwrap();
     let address = node.address();
     tokio::task::spawn_blocking(move || {
         // Oversized: declared larger than socket.request.max.bytes; closed without reading it.

@@ -5,7 +5,7 @@
 //! `logjam_node::replication`. A multi-process version would need three leader changes with
 //! precisely timed pauses; this one pins the exact truncation offsets.
 
-use logjam_node::replication::{diverging_epoch, follower_truncation_offset};
+use logjam_node::replica::replication::{diverging_epoch, follower_truncation_offset};
 use logjam_storage::{
     BatchBuilder, LeaderEpoch, LoadCheckpoints, Log, LogConfig, Offset, TopicPartition,
 };

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use logjam_node::broker::Broker;
-use logjam_node::frame::{FrameOutcome, handle_frame};
+use logjam_node::network::framing::{FrameOutcome, handle_frame};
 use proptest::prelude::*;
 
 /// How long a fuzz case waits for an answer; a Fetch may ask to wait longer.
@@ -128,7 +128,7 @@ fn shared() -> &'static (tempfile::TempDir, Arc<Broker>, tokio::runtime::Runtime
         OnceLock::new();
     SHARED.get_or_init(|| {
         // Fuzzed CreateTopics requests create many topics, each holding files open.
-        logjam_node::server::raise_open_files_limit();
+        logjam_node::network::server::raise_open_files_limit();
         let dir = tempfile::tempdir().unwrap();
         let broker = broker(dir.path());
         let runtime = tokio::runtime::Builder::new_current_thread()

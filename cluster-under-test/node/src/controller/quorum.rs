@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::broker_registration_request::Listener as RegistrationListener;
@@ -38,16 +38,16 @@ use kafka_protocol::messages::describe_quorum_response::{
 use kafka_protocol::messages::{
     AlterPartitionResponse, ApiKey, ApiVersionsResponse, BrokerHeartbeatRequest,
     BrokerHeartbeatResponse, BrokerId as WireBrokerId, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, CreateTopicsResponse, DescribeQuorumResponse, RequestHeader,
-    RequestKind, ResponseHeader, ResponseKind, TopicName,
+    BrokerRegistrationResponse, CreateTopicsResponse, DescribeQuorumResponse, RequestKind,
+    ResponseKind, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use logjam_raft::rpc::describe_quorum::QuorumDescription;
 use logjam_raft::{
     CorrelationId, EntryKind, Envelope, LogOp, Moment, NodeId, Offset, QuorumConfig, RaftNode,
     Role, SnapshotId,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
@@ -68,8 +68,10 @@ mod net;
 use driver::Driver;
 use forward::{api_key_of, controller_api_version, forward, not_controller};
 use lifecycle::{LifecycleHooks, broker_lifecycle};
-use net::{accept_loop, encode_response, peer_task};
-pub use net::{call, describe_quorum_response};
+pub use net::describe_quorum_response;
+use net::{ControllerClients, accept_loop, peer_task};
+
+use crate::network::framing::encode_response;
 
 /// How often the active controller looks for expired broker sessions.
 const SESSION_CHECK_MS: u64 = 100;
@@ -221,6 +223,7 @@ impl Quorum {
         let thread_commands = commands.clone();
         let shutting_down = Arc::new(ShutdownSignal::default());
         let lifecycle_shutdown = Arc::clone(&shutting_down);
+        let clients = ControllerClients::default();
         let thread = std::thread::Builder::new()
             .name(format!("quorum-{}", settings.node_id.0))
             .spawn(move || {
@@ -275,6 +278,7 @@ impl Quorum {
                         peers: HashMap::new(),
                         inbound: HashMap::new(),
                         commands: thread_commands.clone(),
+                        clients: clients.clone(),
                     };
                     if let Some(listener) = listener {
                         tokio::spawn(accept_loop(
@@ -286,6 +290,7 @@ impl Quorum {
                     if let Some(broker) = settings.broker.clone() {
                         tokio::spawn(broker_lifecycle(
                             settings.clone(),
+                            clients.clone(),
                             broker,
                             thread_commands.clone(),
                             driver.image_tx.subscribe(),

@@ -27,6 +27,8 @@ pub(super) struct Driver {
     /// The last snapshot this node made itself (others were fetched from the leader).
     pub(super) created_snapshot: Option<SnapshotId>,
     pub(super) peers: HashMap<NodeId, mpsc::UnboundedSender<Envelope>>,
+    /// The clients of other nodes' controller listeners, for forwarding.
+    pub(super) clients: ControllerClients,
     /// Where to write the answer to an inbound Raft request, by (peer, correlation id).
     pub(super) inbound:
         HashMap<(NodeId, CorrelationId), (mpsc::UnboundedSender<Bytes>, ApiKey, i16)>,
@@ -102,8 +104,9 @@ impl Driver {
                 let commands = self.commands.clone();
                 let settings = self.settings.clone();
                 let leader = self.leader_tx.subscribe();
+                let clients = self.clients.clone();
                 tokio::spawn(async move {
-                    let result = forward(&settings, &commands, &leader, request).await;
+                    let result = forward(&settings, &clients, &commands, &leader, request).await;
                     reply(result.ok_or(None));
                 });
             }
@@ -362,6 +365,7 @@ impl Driver {
                     to,
                     address,
                     self.settings.cluster_id.clone(),
+                    Duration::from_millis(self.settings.raft.request_timeout_ms),
                     rx,
                     self.commands.clone(),
                 ));
@@ -373,6 +377,7 @@ impl Driver {
             && let Some(body) = response_to_wire(&envelope.message)
             && let Some(frame) =
                 encode_response(key, version, envelope.correlation_id.0 as i32, &body)
+                    .map(BytesMut::freeze)
         {
             let _ = writer.send(frame);
         }

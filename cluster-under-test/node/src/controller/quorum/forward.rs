@@ -6,6 +6,7 @@ use super::*;
 /// otherwise the leader's controller listener; retries until `FORWARD_DEADLINE`.
 pub(super) async fn forward(
     settings: &QuorumSettings,
+    clients: &ControllerClients,
     commands: &mpsc::UnboundedSender<CommandBox>,
     leader: &watch::Receiver<Option<NodeId>>,
     request: RequestKind,
@@ -42,7 +43,7 @@ pub(super) async fn forward(
                     .then(|| voters[(attempt as usize) % voters.len()])
             });
         if let Some(address) = remote
-            && let Some(response) = call(address, &request).await
+            && let Ok(response) = clients.call(address, &request).await
             && !is_not_controller(&response)
         {
             return Some(response);

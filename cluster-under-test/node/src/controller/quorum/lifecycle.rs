@@ -19,6 +19,7 @@ pub(super) struct LifecycleHooks {
 /// controller no longer knows this broker epoch.
 pub(super) async fn broker_lifecycle(
     settings: QuorumSettings,
+    clients: ControllerClients,
     broker: BrokerLifecycleSettings,
     commands: mpsc::UnboundedSender<CommandBox>,
     image: watch::Receiver<Arc<MetadataImage>>,
@@ -47,7 +48,7 @@ pub(super) async fn broker_lifecycle(
                 ])
                 .with_previous_broker_epoch(broker.previous_broker_epoch),
         );
-        let epoch = match forward(&settings, &commands, &leader_rx, request).await {
+        let epoch = match forward(&settings, &clients, &commands, &leader_rx, request).await {
             Some(ResponseKind::BrokerRegistration(response)) if response.error_code == 0 => {
                 response.broker_epoch
             }
@@ -77,7 +78,7 @@ pub(super) async fn broker_lifecycle(
                     ),
             );
             let mut shut_down = false;
-            let fenced = match forward(&settings, &commands, &leader_rx, request).await {
+            let fenced = match forward(&settings, &clients, &commands, &leader_rx, request).await {
                 Some(ResponseKind::BrokerHeartbeat(response)) if response.error_code == 0 => {
                     shut_down = response.should_shut_down;
                     response.is_fenced

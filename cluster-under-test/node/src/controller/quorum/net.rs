@@ -3,160 +3,99 @@
 //! out; controller APIs to the controller), and one-shot controller calls.
 
 use super::*;
-/// One request/response exchange on a fresh connection to another node's controller listener.
-pub async fn call(address: SocketAddr, request: &RequestKind) -> Option<ResponseKind> {
-    let key = api_key_of(request)?;
-    let version = controller_api_version(key);
-    let exchange = async {
-        let mut stream = TcpStream::connect(address).await.ok()?;
-        stream.set_nodelay(true).ok()?;
-        let frame = encode_request(key, version, 1, request)?;
-        stream.write_all(&frame).await.ok()?;
-        let mut response = read_frame(&mut stream).await?;
-        ResponseHeader::decode(&mut response, key.response_header_version(version)).ok()?;
-        ResponseKind::decode(key, &mut response, version).ok()
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .ok()?
-}
 
-pub(super) fn encode_request(
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &RequestKind,
-) -> Option<Bytes> {
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("logjam-quorum")))
-        .encode(&mut buf, key.request_header_version(version))
-        .ok()?;
-    body.encode(&mut buf, version).ok()?;
-    let length = i32::try_from(buf.len() - 4).ok()?;
-    buf[..4].copy_from_slice(&length.to_be_bytes());
-    Some(buf.freeze())
-}
+use crate::network::framing::{decode_allowed_request, read_frame};
+use crate::network::{ClientError, NodeClient};
 
-pub(super) fn encode_response(
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &ResponseKind,
-) -> Option<Bytes> {
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    ResponseHeader::default()
-        .with_correlation_id(correlation_id)
-        .encode(&mut buf, key.response_header_version(version))
-        .ok()?;
-    body.encode(&mut buf, version).ok()?;
-    let length = i32::try_from(buf.len() - 4).ok()?;
-    buf[..4].copy_from_slice(&length.to_be_bytes());
-    Some(buf.freeze())
-}
+/// One [`NodeClient`] per controller listener this node talks to (forwarding, registration,
+/// heartbeats, DescribeQuorum), shared by the tasks of the quorum thread.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ControllerClients(Arc<Mutex<HashMap<SocketAddr, Arc<NodeClient>>>>);
 
-pub(super) async fn read_frame<R: AsyncReadExt + Unpin>(reader: &mut R) -> Option<Bytes> {
-    let size = usize::try_from(reader.read_i32().await.ok()?).ok()?;
-    if size > MAX_FRAME_BYTES {
-        return None;
+impl ControllerClients {
+    fn get(&self, address: SocketAddr) -> Arc<NodeClient> {
+        let mut clients = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(clients.entry(address).or_insert_with(|| {
+            Arc::new(NodeClient::new(
+                address.ip().to_string(),
+                address.port(),
+                "logjam-controller-client",
+                CONNECT_TIMEOUT,
+                MAX_FRAME_BYTES,
+            ))
+        }))
     }
-    let mut frame = vec![0u8; size];
-    reader.read_exact(&mut frame).await.ok()?;
-    Some(Bytes::from(frame))
+
+    /// One request/response exchange with another node's controller listener.
+    pub(super) async fn call(
+        &self,
+        address: SocketAddr,
+        request: &RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        let key = api_key_of(request).ok_or_else(|| {
+            ClientError::Codec(ApiKey::ApiVersions, "not a controller API".into())
+        })?;
+        self.get(address)
+            .request(
+                request,
+                key,
+                controller_api_version(key),
+                Duration::from_secs(5),
+            )
+            .await
+    }
 }
 
-/// Requests sent on an outbound connection and not answered yet: correlation id → (API,
-/// version, the local node that sent it).
-pub(super) type InFlight = Arc<Mutex<HashMap<i32, (ApiKey, i16, NodeId)>>>;
-
-/// Sends Raft requests to one peer over one connection, reconnecting as needed; responses
-/// are read by a companion task and stepped into the node.
+/// Sends Raft requests to one peer through a [`NodeClient`], in the order the Raft node
+/// produced them; each response is stepped into the node when it arrives. The client notices
+/// a connection the peer closed (it was killed or restarted) and reconnects for the next
+/// request, so no request goes into a dead socket; a request that gets no response is
+/// reported here (and the Raft node's own timers retry).
 pub(super) async fn peer_task(
     peer: NodeId,
     address: SocketAddr,
     cluster_id: String,
+    request_timeout: Duration,
     mut requests: mpsc::UnboundedReceiver<Envelope>,
     commands: mpsc::UnboundedSender<CommandBox>,
 ) {
-    let mut writer: Option<tokio::net::tcp::OwnedWriteHalf> = None;
-    let in_flight: InFlight = Arc::default();
+    let client = NodeClient::new(
+        address.ip().to_string(),
+        address.port(),
+        "logjam-quorum",
+        CONNECT_TIMEOUT,
+        MAX_FRAME_BYTES,
+    );
     while let Some(envelope) = requests.recv().await {
         let Some((key, body)) = request_to_wire(&envelope.message, &cluster_id) else {
             continue;
         };
-        let version = version_of(key);
-        let correlation_id = envelope.correlation_id.0 as i32;
-        let Some(frame) = encode_request(key, version, correlation_id, &body) else {
-            continue;
-        };
-        if writer.is_none() {
-            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
-                Ok(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
-                    let (reader, write_half) = stream.into_split();
-                    writer = Some(write_half);
-                    tokio::spawn(peer_reader(
-                        peer,
-                        reader,
-                        Arc::clone(&in_flight),
-                        commands.clone(),
-                    ));
-                }
-                _ => continue,
+        let in_flight = match client.send(&body, key, version_of(key)).await {
+            Ok(in_flight) => in_flight,
+            Err(error) => {
+                tracing::debug!(%peer, ?key, %error, "raft request not sent");
+                continue;
             }
-        }
-        in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(correlation_id, (key, version, envelope.from));
-        if let Some(write_half) = writer.as_mut()
-            && write_half.write_all(&frame).await.is_err()
-        {
-            writer = None;
-        }
-    }
-}
-
-pub(super) async fn peer_reader(
-    peer: NodeId,
-    mut reader: tokio::net::tcp::OwnedReadHalf,
-    in_flight: InFlight,
-    commands: mpsc::UnboundedSender<CommandBox>,
-) {
-    while let Some(mut frame) = read_frame(&mut reader).await {
-        if frame.remaining() < 4 {
-            return;
-        }
-        let correlation_id = i32::from_be_bytes(frame[..4].try_into().expect("4 bytes"));
-        let Some((key, version, me)) = in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&correlation_id)
-        else {
-            continue;
         };
-        if ResponseHeader::decode(&mut frame, key.response_header_version(version)).is_err() {
-            return;
-        }
-        let Ok(body) = ResponseKind::decode(key, &mut frame, version) else {
-            return;
-        };
-        if let Some(message) = response_from_wire(body) {
-            let _ = commands.send(CommandBox(Command::Step {
-                envelope: Envelope {
-                    from: peer,
-                    to: me,
-                    correlation_id: CorrelationId(correlation_id as u32),
-                    message,
-                },
-                reply_to: None,
-            }));
-        }
+        let commands = commands.clone();
+        tokio::spawn(async move {
+            match in_flight.response(request_timeout).await {
+                Ok(body) => {
+                    if let Some(message) = response_from_wire(body) {
+                        let _ = commands.send(CommandBox(Command::Step {
+                            envelope: Envelope {
+                                from: peer,
+                                to: envelope.from,
+                                correlation_id: envelope.correlation_id,
+                                message,
+                            },
+                            reply_to: None,
+                        }));
+                    }
+                }
+                Err(error) => tracing::debug!(%peer, ?key, %error, "raft request unanswered"),
+            }
+        });
     }
 }
 
@@ -212,27 +151,9 @@ pub(super) async fn controller_connection(
             }
         }
     });
-    while let Some(frame) = read_frame(&mut reader).await {
-        if frame.len() < 8 {
-            return;
-        }
-        let api_key = i16::from_be_bytes([frame[0], frame[1]]);
-        let version = i16::from_be_bytes([frame[2], frame[3]]);
-        let Ok(key) = ApiKey::try_from(api_key) else {
-            return;
-        };
-        let range = key.valid_versions();
-        if !CONTROLLER_APIS.contains(&key) || !(range.min..=range.max).contains(&version) {
-            return;
-        }
-        let decoded = std::panic::catch_unwind(move || {
-            let mut buf = frame;
-            let header =
-                RequestHeader::decode(&mut buf, key.request_header_version(version)).ok()?;
-            let body = RequestKind::decode(key, &mut buf, version).ok()?;
-            Some((header, body))
-        });
-        let Ok(Some((header, body))) = decoded else {
+    while let Some(frame) = read_frame(&mut reader, MAX_FRAME_BYTES).await {
+        let Some((key, version, header, body)) = decode_allowed_request(frame, CONTROLLER_APIS)
+        else {
             return;
         };
         let correlation_id = header.correlation_id;
@@ -251,7 +172,9 @@ pub(super) async fn controller_connection(
                 let body = ResponseKind::ApiVersions(
                     ApiVersionsResponse::default().with_api_keys(versions),
                 );
-                if let Some(frame) = encode_response(key, version, correlation_id, &body) {
+                if let Some(frame) =
+                    encode_response(key, version, correlation_id, &body).map(BytesMut::freeze)
+                {
                     let _ = frames_tx.send(frame);
                 }
             }
@@ -260,7 +183,9 @@ pub(super) async fn controller_connection(
                 let _ = commands.send(CommandBox(Command::Describe(tx)));
                 let description = rx.await.ok().flatten();
                 let body = ResponseKind::DescribeQuorum(describe_quorum_response(description));
-                if let Some(frame) = encode_response(key, version, correlation_id, &body) {
+                if let Some(frame) =
+                    encode_response(key, version, correlation_id, &body).map(BytesMut::freeze)
+                {
                     let _ = frames_tx.send(frame);
                 }
             }
@@ -284,9 +209,9 @@ pub(super) async fn controller_connection(
                         Ok(Ok(response)) => Some(response),
                         _ => fallback,
                     };
-                    if let Some(frame) =
-                        body.and_then(|body| encode_response(key, version, correlation_id, &body))
-                    {
+                    if let Some(frame) = body.and_then(|body| {
+                        encode_response(key, version, correlation_id, &body).map(BytesMut::freeze)
+                    }) {
                         let _ = frames_tx.send(frame);
                     }
                 });

@@ -14,10 +14,13 @@
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use crate::broker::Broker;
+use crate::coordinator::ProducerIdManager;
 
 /// Answers one InitProducerId request.
-pub async fn handle(broker: &Broker, request: &InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    producer_ids: &ProducerIdManager,
+    request: &InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let refused = |error: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(error.code())
@@ -27,7 +30,7 @@ pub async fn handle(broker: &Broker, request: &InitProducerIdRequest) -> InitPro
     if request.transactional_id.is_some() {
         return refused(ResponseError::TransactionalIdAuthorizationFailed);
     }
-    match broker.next_producer_id().await {
+    match producer_ids.next_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id.0))
             .with_producer_epoch(0),

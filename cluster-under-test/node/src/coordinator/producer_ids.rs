@@ -1,6 +1,6 @@
 //! The broker's current block of producer ids (Kafka's `ProducerIdsBlock` in
 //! `RPCProducerIdManager`): InitProducerId hands ids out of it one at a time; when it is
-//! used up, `broker.rs` asks the active controller for the next block with
+//! used up, `coordinator/producer_id_manager.rs` asks the active controller for the next block with
 //! AllocateProducerIds (the controller records it as a `ProducerIdsRecord`, see
 //! `controller/control.rs`). Pure: no I/O, the async fetch of a block lives in the broker.
 

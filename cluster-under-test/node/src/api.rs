@@ -1,8 +1,15 @@
-//! Dispatch of decoded requests to one handler per API (one file each under `handlers/`);
-//! DescribeQuorum is forwarded to the active controller here.
+//! Dispatch of decoded requests by API key to one handler per API (one file each under
+//! `api/`, Kafka's `KafkaApis`); DescribeQuorum is forwarded to the active controller here.
 //!
 //! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
-//! no response at all (acks=0). They never see raw bytes: `frame.rs` owns decoding.
+//! no response at all (acks=0). They never see raw bytes (`network/framing.rs` owns decoding),
+//! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
+//! Produce, Fetch and ListOffsets, the [`TopicCreator`] for CreateTopics, the
+//! [`ProducerIdManager`] for InitProducerId).
+//!
+//! [`ReplicaManager`]: crate::replica::ReplicaManager
+//! [`TopicCreator`]: crate::broker::TopicCreator
+//! [`ProducerIdManager`]: crate::coordinator::ProducerIdManager
 
 mod api_versions;
 mod create_topics;
@@ -51,16 +58,30 @@ pub async fn dispatch(
             ResponseKind::ApiVersions(api_versions::handle(&request, version))
         }
         RequestKind::Metadata(request) => {
-            ResponseKind::Metadata(metadata::handle(broker, &request, version).await)
+            let cluster = metadata::Cluster {
+                cluster_id: broker.cluster_id(),
+                node_id: broker.config().node_id,
+                auto_create_topics: broker.config().auto_create_topics_enable,
+            };
+            ResponseKind::Metadata(
+                metadata::handle(
+                    broker.replicas(),
+                    broker.topic_creator(),
+                    &cluster,
+                    &request,
+                    version,
+                )
+                .await,
+            )
         }
-        RequestKind::CreateTopics(request) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, request, version).await)
-        }
+        RequestKind::CreateTopics(request) => ResponseKind::CreateTopics(
+            create_topics::handle(broker.topic_creator(), request, version).await,
+        ),
         RequestKind::Produce(request) => {
-            return produce::handle(broker, request, version).await;
+            return produce::handle(broker.replicas(), request, version).await;
         }
         RequestKind::Fetch(request) => {
-            ResponseKind::Fetch(fetch::handle(broker, &request, version).await)
+            ResponseKind::Fetch(fetch::handle(broker.replicas(), &request, version).await)
         }
         RequestKind::DescribeQuorum(request) => {
             // Brokers forward DescribeQuorum to the active controller, as Kafka's do.
@@ -76,14 +97,14 @@ pub async fn dispatch(
                 _ => crate::controller::quorum::describe_quorum_response(None),
             })
         }
-        RequestKind::InitProducerId(request) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, &request).await)
-        }
+        RequestKind::InitProducerId(request) => ResponseKind::InitProducerId(
+            init_producer_id::handle(broker.producer_ids(), &request).await,
+        ),
         RequestKind::ListOffsets(request) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, &request))
+            ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }
         other => {
-            // frame.rs only lets SUPPORTED_APIS through, so this is a bug, not bad input.
+            // network/framing.rs only lets SUPPORTED_APIS through, so this is a bug, not bad input.
             tracing::error!(client_id = ?header.client_id, request = ?std::mem::discriminant(&other),
                 "request for an API without a handler");
             return Reply::Close("no handler for this API");

@@ -5,13 +5,13 @@
 
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
-use crate::broker::Broker;
+use crate::broker::TopicCreator;
 
 /// Creates each topic independently; one failure does not affect the others.
 pub async fn handle(
-    broker: &Broker,
+    topics: &TopicCreator,
     request: CreateTopicsRequest,
     _version: i16,
 ) -> CreateTopicsResponse {
-    broker.create_topics(request).await
+    topics.create_topics(request).await
 }

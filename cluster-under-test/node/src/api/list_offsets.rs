@@ -11,14 +11,14 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const EARLIEST_LOCAL: i64 = -4;
 
 /// Answers every partition of the request independently.
-pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(replicas: &ReplicaManager, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let topics = request
         .topics
         .iter()
@@ -32,10 +32,10 @@ pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsRespo
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let Some(partition) = broker.partition(&topic.name, asked.partition_index)
+                    let Some(partition) = replicas.partition(&topic.name, asked.partition_index)
                     else {
                         return answer.with_error_code(
-                            broker
+                            replicas
                                 .missing_partition_error(&topic.name, asked.partition_index)
                                 .code(),
                         );

@@ -3,8 +3,8 @@
 //! acks=all completion, and the follower's truncation on a diverging epoch.
 //!
 //! Synchronous and deterministic: no I/O, no tokio, no clock (times are passed in). The shells
-//! that call these live in `broker.rs` (the partition as leader), `handlers/fetch.rs` (follower
-//! fetches served by the leader) and `replica_fetcher.rs` (the follower side).
+//! that call these live in `replica/partition/leader.rs` (the partition as leader), `api/fetch.rs` (follower
+//! fetches served by the leader) and `replica/fetcher.rs` and `replica/partition.rs` (the follower side).
 
 use std::collections::BTreeMap;
 

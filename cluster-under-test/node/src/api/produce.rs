@@ -21,24 +21,24 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 
-use crate::broker::{Acks, Appended, Broker, Partition};
+use crate::api::Reply;
 use crate::canary::Canary;
-use crate::handlers::Reply;
-use crate::replication::AcksOutcome;
+use crate::replica::replication::AcksOutcome;
+use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
 /// Appends every partition's records and answers once all are settled.
-pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> Reply {
+pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
     let acks = Acks::from_wire(request.acks);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut wakeups = broker.subscribe_appends();
+    let mut wakeups = replicas.subscribe_appends();
     // Phase 1: append everything; acks=all appends are parked with their partition.
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let resolved = if version >= 13 {
-            broker.topic_by_id(topic.topic_id)
+            replicas.topic_by_id(topic.topic_id)
         } else {
-            broker.topic_by_name(&topic.name)
+            replicas.topic_by_name(&topic.name)
         };
         let unknown = if version >= 13 {
             ResponseError::UnknownTopicId
@@ -50,8 +50,8 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
             let outcome = match (&resolved, acks) {
                 (_, None) => Err(ResponseError::InvalidRequiredAcks),
                 (None, _) => Err(unknown),
-                (Some(topic), Some(acks)) => match broker.partition(&topic.name, data.index) {
-                    None => Err(broker.missing_partition_error(&topic.name, data.index)),
+                (Some(topic), Some(acks)) => match replicas.partition(&topic.name, data.index) {
+                    None => Err(replicas.missing_partition_error(&topic.name, data.index)),
                     Some(partition) => match data.records {
                         None => Err(ResponseError::CorruptMessage),
                         Some(records) => Arc::clone(&partition)
@@ -64,7 +64,7 @@ pub async fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> R
             let parked = matches!((&outcome, acks), (Ok(_), Some(Acks::All)))
                 // CANARY(ack-before-replication): acks=all is answered right after the
                 // leader's own append, without waiting for the ISR.
-                && !broker
+                && !replicas
                     .config()
                     .canaries
                     .is_on(Canary::AckBeforeReplication);

@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 
 use crate::broker::{Broker, StartError};
 use crate::config::Config;
-use crate::frame::{FrameOutcome, handle_frame};
+use crate::network::framing::{FrameOutcome, handle_frame};
 
 /// A node serving on a socket, until [`RunningNode::shutdown`].
 #[derive(Debug)]
@@ -142,7 +142,10 @@ pub async fn start(config: Config) -> Result<RunningNode, ServeError> {
 async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
     let mut tasks = JoinSet::new();
     tasks.spawn(background(Arc::clone(&broker)));
-    tasks.spawn(crate::replica_fetcher::run(Arc::clone(&broker)));
+    tasks.spawn(crate::replica::fetcher::run(
+        Arc::clone(broker.replicas()),
+        broker.shared_quorum(),
+    ));
     loop {
         tokio::select! {
             _ = stopped.changed() => break,
@@ -227,13 +230,13 @@ async fn background(broker: Arc<Broker>) {
         tokio::select! {
             _ = tick(&mut flush_tick) => {
                 let broker = Arc::clone(&broker);
-                if let Ok(Err(error)) = tokio::task::spawn_blocking(move || broker.flush_due_logs()).await {
+                if let Ok(Err(error)) = tokio::task::spawn_blocking(move || broker.replicas().flush_due_logs()).await {
                     tracing::error!(%error, "flush failed");
                 }
             }
             _ = tick(&mut checkpoint_tick) => {
                 let broker = Arc::clone(&broker);
-                if let Ok(Err(error)) = tokio::task::spawn_blocking(move || broker.checkpoint()).await {
+                if let Ok(Err(error)) = tokio::task::spawn_blocking(move || broker.replicas().checkpoint()).await {
                     tracing::error!(%error, "checkpoint failed");
                 }
             }

@@ -18,20 +18,38 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::Broker;
+use crate::broker::TopicCreator;
 use crate::metadata::{MetadataImage, TopicImage};
+use crate::replica::ReplicaManager;
 
 /// Kafka's "authorized operations were not requested" marker.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 /// Describes the requested topics (all of them when the list is null).
-pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -> MetadataResponse {
+/// What Metadata tells about the cluster besides its topics.
+#[derive(Debug, Clone, Copy)]
+pub struct Cluster<'a> {
+    /// The cluster id.
+    pub cluster_id: &'a str,
+    /// This node's id (answered as the controller id, as Kafka's brokers do).
+    pub node_id: i32,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+}
+
+pub async fn handle(
+    replicas: &ReplicaManager,
+    topics: &TopicCreator,
+    cluster: &Cluster<'_>,
+    request: &MetadataRequest,
+    _version: i16,
+) -> MetadataResponse {
     // Auto-create what is missing first, in one CreateTopics.
     if let Some(requested) = &request.topics
         && request.allow_auto_topic_creation
-        && broker.config().auto_create_topics_enable
+        && cluster.auto_create_topics
     {
-        let image = broker.image();
+        let image = replicas.image();
         let missing: Vec<CreatableTopic> = requested
             .iter()
             .filter_map(|wanted| wanted.name.clone())
@@ -45,7 +63,7 @@ pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -
             })
             .collect();
         if !missing.is_empty() {
-            let response = broker
+            let response = topics
                 .create_topics(
                     CreateTopicsRequest::default()
                         .with_timeout_ms(10_000)
@@ -57,7 +75,7 @@ pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -
             }
         }
     }
-    let image = broker.image();
+    let image = replicas.image();
     let topics = match &request.topics {
         None => image
             .topics
@@ -95,8 +113,8 @@ pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -
         .collect();
     MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())))
-        .with_controller_id(BrokerId(broker.config().node_id))
+        .with_cluster_id(Some(StrBytes::from_string(cluster.cluster_id.to_owned())))
+        .with_controller_id(BrokerId(cluster.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }

@@ -25,13 +25,17 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::time::Instant;
 
-use crate::broker::{Broker, ConsumerRead};
+use crate::replica::{ConsumerRead, ReplicaManager};
 
 /// Answers the fetch, waiting for data as the request allows.
-pub async fn handle(broker: &Broker, request: &FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(
+    replicas: &ReplicaManager,
+    request: &FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = Instant::now() + max_wait;
-    let mut appends = broker.subscribe_appends();
+    let mut appends = replicas.subscribe_appends();
     let replica_id = if version >= 15 {
         request.replica_state.replica_id.0
     } else {
@@ -39,11 +43,11 @@ pub async fn handle(broker: &Broker, request: &FetchRequest, version: i16) -> Fe
     };
     let follower = (replica_id >= 0).then_some(crate::metadata::BrokerId(replica_id));
     if let Some(follower) = follower {
-        record_follower_fetch(broker, request, version, follower);
+        record_follower_fetch(replicas, request, version, follower);
     }
     loop {
         appends.borrow_and_update();
-        let (response, bytes, any_error) = read_once(broker, request, version, follower);
+        let (response, bytes, any_error) = read_once(replicas, request, version, follower);
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         if bytes >= min_bytes || any_error || Instant::now() >= deadline {
             return response;
@@ -59,22 +63,22 @@ pub async fn handle(broker: &Broker, request: &FetchRequest, version: i16) -> Fe
 /// The leader's bookkeeping of a follower fetch, for every partition whose log does not diverge
 /// from the follower's; proposed ISR expansions go to the replication task.
 fn record_follower_fetch(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     request: &FetchRequest,
     version: i16,
     follower: crate::metadata::BrokerId,
 ) {
-    let image = broker.image();
+    let image = replicas.image();
     let eligible = image.is_unfenced(follower);
     for topic in &request.topics {
         let resolved = if version >= 13 {
-            broker.topic_by_id(topic.topic_id)
+            replicas.topic_by_id(topic.topic_id)
         } else {
-            broker.topic_by_name(&topic.topic)
+            replicas.topic_by_name(&topic.topic)
         };
         let Some(resolved) = resolved else { continue };
         for asked in &topic.partitions {
-            let Some(partition) = broker.partition(&resolved.name, asked.partition) else {
+            let Some(partition) = replicas.partition(&resolved.name, asked.partition) else {
                 continue;
             };
             if partition
@@ -92,7 +96,7 @@ fn record_follower_fetch(
             if let Some(change) =
                 partition.record_follower_fetch(follower, asked.fetch_offset, eligible)
             {
-                broker.submit_isr_change(Arc::clone(&partition), change);
+                replicas.submit_isr_change(Arc::clone(&partition), change);
             }
         }
     }
@@ -101,7 +105,7 @@ fn record_follower_fetch(
 /// One pass over every requested partition: the response, its record bytes, and whether any
 /// partition failed. `follower` is the replica id of a follower fetch.
 fn read_once(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     request: &FetchRequest,
     version: i16,
     follower: Option<crate::metadata::BrokerId>,
@@ -113,9 +117,9 @@ fn read_once(
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let resolved = if version >= 13 {
-            broker.topic_by_id(topic.topic_id)
+            replicas.topic_by_id(topic.topic_id)
         } else {
-            broker.topic_by_name(&topic.topic)
+            replicas.topic_by_name(&topic.topic)
         };
         let unknown = if version >= 13 {
             ResponseError::UnknownTopicId
@@ -134,9 +138,9 @@ fn read_once(
                 .with_records(Some(Bytes::new()));
             let partition = match &resolved {
                 None => Err(unknown),
-                Some(topic) => broker
+                Some(topic) => replicas
                     .partition(&topic.name, asked.partition)
-                    .ok_or_else(|| broker.missing_partition_error(&topic.name, asked.partition)),
+                    .ok_or_else(|| replicas.missing_partition_error(&topic.name, asked.partition)),
             };
             let read = partition.and_then(|partition| {
                 partition.check_leader_epoch(asked.current_leader_epoch)?;

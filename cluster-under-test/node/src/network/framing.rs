@@ -1,5 +1,8 @@
-//! One request frame in, at most one response frame out: header parsing, version checks,
-//! decoding with `kafka-protocol`, dispatch to the handler of each API, response encoding.
+//! The Kafka framing, in one place: one request frame in, at most one response frame out
+//! (header parsing, version checks, decoding with `kafka-protocol`, dispatch to the handler of
+//! each API, response encoding), and the same framing for the node's own requests to other
+//! nodes ([`encode_request`], [`read_frame`], [`encode_response`]) used by
+//! [`crate::network::NodeClient`] and the controller listener.
 //!
 //! This is the only place that turns untrusted bytes into requests, so it owns the robustness
 //! rules: a frame that does not decode, an unknown API key or an unsupported version of an API
@@ -17,10 +20,12 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::AsyncReadExt;
 
+use crate::api::{self as handlers, Reply};
 use crate::broker::Broker;
-use crate::handlers::{self, Reply};
 
 /// What the connection does after a frame.
 #[derive(Debug)]
@@ -158,7 +163,7 @@ fn decode_request(frame: Bytes) -> Option<Decoded> {
 }
 
 /// Encodes a response frame: length, header, body.
-fn encode_response(
+pub fn encode_response(
     key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -177,4 +182,67 @@ fn encode_response(
     let length = i32::try_from(buf.len() - 4).ok()?;
     buf[..4].copy_from_slice(&length.to_be_bytes());
     Some(buf)
+}
+
+/// Encodes a request frame: length, header (with `client_id`), body.
+pub fn encode_request(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: &'static str,
+    body: &RequestKind,
+) -> Option<Bytes> {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(client_id)))
+        .encode(&mut buf, key.request_header_version(version))
+        .ok()?;
+    body.encode(&mut buf, version).ok()?;
+    let length = i32::try_from(buf.len() - 4).ok()?;
+    buf[..4].copy_from_slice(&length.to_be_bytes());
+    Some(buf.freeze())
+}
+
+/// Reads one length-prefixed frame (without its prefix); `None` at the end of the stream, on
+/// an error, or for a declared size that is negative or above `max_bytes`.
+pub async fn read_frame<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    max_bytes: usize,
+) -> Option<Bytes> {
+    let size = usize::try_from(reader.read_i32().await.ok()?).ok()?;
+    if size > max_bytes {
+        return None;
+    }
+    let mut frame = vec![0u8; size];
+    reader.read_exact(&mut frame).await.ok()?;
+    Some(Bytes::from(frame))
+}
+
+/// Decodes a request of one of `allowed` (header and body); `None` when the frame is
+/// malformed, names another API or a version outside the API's range. Never panics.
+pub fn decode_allowed_request(
+    frame: Bytes,
+    allowed: &[ApiKey],
+) -> Option<(ApiKey, i16, RequestHeader, RequestKind)> {
+    if frame.len() < 8 {
+        return None;
+    }
+    let key = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()?;
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let range = key.valid_versions();
+    if !allowed.contains(&key) || !(range.min..=range.max).contains(&version) {
+        return None;
+    }
+    let decoded = std::panic::catch_unwind(AssertUnwindSafe(move || {
+        let mut buf = frame;
+        let header = RequestHeader::decode(&mut buf, key.request_header_version(version)).ok()?;
+        let body = RequestKind::decode(key, &mut buf, version).ok()?;
+        Some((header, body))
+    }));
+    let (header, body) = decoded.ok().flatten()?;
+    Some((key, version, header, body))
 }

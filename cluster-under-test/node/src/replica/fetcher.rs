@@ -1,0 +1,268 @@
+//! The replication shell (tokio): one replica fetcher per leader broker this broker follows
+//! (Kafka's `ReplicaFetcherThread`, `num.replica.fetchers=1`), the `isr-expiration` task, and
+//! the sender of AlterPartition requests to the active controller.
+//!
+//! Driven by the metadata image: on every image change the hosted partitions take their new
+//! state (becoming leader assigns the epoch start, see `replica/manager.rs`), and a fetcher is started
+//! for every leader that has none. A fetcher recomputes the partitions it fetches from the
+//! image on every round and ends when none is left. It fetches from each partition's log end
+//! with the epoch of its last record (KIP-595); the leader answers records up to its log end,
+//! or a diverging epoch to truncate to (see `Partition::apply_fetched`).
+//!
+//! Decisions live in `replication.rs` (pure); the partition state in `partition.rs`; this file only
+//! moves bytes and timers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, FetchRequest, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use logjam_storage::{EpochEndOffset, LeaderEpoch, Offset};
+use tokio::task::JoinHandle;
+
+use crate::controller::Quorum;
+use crate::metadata::BrokerId;
+use crate::network::NodeClient;
+use crate::replica::alter_partition::send_alter_partition;
+use crate::replica::{Partition, ReplicaManager};
+
+/// The Fetch version replica fetchers speak: 12 is the first with `LastFetchedEpoch` and
+/// `DivergingEpoch`, and still names topics.
+const FETCH_VERSION: i16 = 12;
+
+/// Kafka's `replica.fetch.backoff.ms` default: the pause after a failed fetch.
+const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
+
+/// The largest response frame a fetcher accepts.
+const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
+
+/// How long a fetcher waits to connect to a leader.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs the replication of a broker until the process stops: applies every new image to the
+/// hosted partitions and starts fetchers, checks ISR expiration every
+/// `replica.lag.time.max.ms / 2`, and sends the ISR changes partitions propose.
+pub async fn run(replicas: Arc<ReplicaManager>, quorum: Arc<Quorum>) {
+    if !replicas.config().is_broker() {
+        return;
+    }
+    let Some(mut isr_changes) = replicas.take_isr_changes() else {
+        return;
+    };
+    let mut images = replicas.subscribe_image();
+    let lag_ms = replicas.replica_lag_time_max_ms().max(2) as u64;
+    let mut expiration = tokio::time::interval(Duration::from_millis(lag_ms / 2));
+    let mut fetchers: HashMap<BrokerId, JoinHandle<()>> = HashMap::new();
+    refresh(&replicas, &mut fetchers).await;
+    loop {
+        tokio::select! {
+            changed = images.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                refresh(&replicas, &mut fetchers).await;
+            }
+            _ = expiration.tick() => {
+                for partition in replicas.hosted_partitions() {
+                    if let Some(change) = partition.maybe_shrink_isr() {
+                        tokio::spawn(send_alter_partition(
+                            Arc::clone(&replicas), Arc::clone(&quorum), partition, change));
+                    }
+                }
+                refresh(&replicas, &mut fetchers).await;
+            }
+            Some((partition, change)) = isr_changes.recv() => {
+                tokio::spawn(send_alter_partition(
+                    Arc::clone(&replicas), Arc::clone(&quorum), partition, change));
+            }
+        }
+    }
+}
+
+/// Applies the image to the hosted partitions (opening new logs, off the async workers) and
+/// starts a fetcher for each leader followed.
+async fn refresh(replicas: &Arc<ReplicaManager>, fetchers: &mut HashMap<BrokerId, JoinHandle<()>>) {
+    let me = replicas.node_id();
+    let applying = Arc::clone(replicas);
+    let Ok(hosted) = tokio::task::spawn_blocking(move || applying.apply_image()).await else {
+        return;
+    };
+    let mut leaders = Vec::new();
+    for (_, state) in hosted {
+        if state.leader.is_some() && state.leader != me && !leaders.contains(&state.leader) {
+            leaders.push(state.leader);
+        }
+    }
+    fetchers.retain(|_, handle| !handle.is_finished());
+    for leader in leaders {
+        fetchers.entry(leader).or_insert_with(|| {
+            tracing::info!(%leader, "starting a replica fetcher");
+            tokio::spawn(fetch_from(Arc::clone(replicas), leader))
+        });
+    }
+}
+
+/// One partition a fetcher asks for in a round.
+struct Wanted {
+    topic: String,
+    index: i32,
+    leader_epoch: i32,
+    fetch_offset: i64,
+    partition: Arc<Partition>,
+}
+
+/// The replica fetcher for `leader`: fetches every partition this broker follows there, until
+/// there is none.
+async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
+    let me = replicas.node_id();
+    let wait_ms = replicas
+        .config()
+        .raw
+        .get("replica.fetch.wait.max.ms")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500i32);
+    let partition_max_bytes = replicas
+        .config()
+        .raw
+        .get("replica.fetch.max.bytes")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_048_576i32);
+    let mut client: Option<NodeClient> = None;
+    loop {
+        let image = replicas.image();
+        let mut wanted = Vec::new();
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for topic in image.topics.values() {
+            let mut partitions = Vec::new();
+            for (index, state) in &topic.partitions {
+                if state.leader != leader || leader == me || !state.replicas.contains(&me) {
+                    continue;
+                }
+                let Some(partition) = replicas.partition(&topic.name, *index) else {
+                    continue;
+                };
+                let (fetch_offset, last_fetched_epoch, log_start_offset) =
+                    partition.follower_fetch_position();
+                partitions.push(
+                    FetchPartition::default()
+                        .with_partition(*index)
+                        .with_current_leader_epoch(state.leader_epoch)
+                        .with_fetch_offset(fetch_offset)
+                        .with_last_fetched_epoch(last_fetched_epoch)
+                        .with_log_start_offset(log_start_offset)
+                        .with_partition_max_bytes(partition_max_bytes),
+                );
+                wanted.push(Wanted {
+                    topic: topic.name.clone(),
+                    index: *index,
+                    leader_epoch: state.leader_epoch,
+                    fetch_offset,
+                    partition,
+                });
+            }
+            if !partitions.is_empty() {
+                topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.name.clone())))
+                        .with_partitions(partitions),
+                );
+            }
+        }
+        if wanted.is_empty() {
+            tracing::info!(%leader, "replica fetcher has nothing left to fetch");
+            return;
+        }
+        let Some(registration) = image.brokers.get(&leader) else {
+            tokio::time::sleep(FETCH_BACKOFF).await;
+            continue;
+        };
+        if !client
+            .as_ref()
+            .is_some_and(|client| client.is_for(&registration.host, registration.port))
+        {
+            client = Some(NodeClient::new(
+                registration.host.clone(),
+                registration.port,
+                "logjam-replica-fetcher",
+                CONNECT_TIMEOUT,
+                MAX_RESPONSE_BYTES,
+            ));
+        }
+        let Some(connection) = client.as_ref() else {
+            continue;
+        };
+        let request = FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(me.0))
+            .with_max_wait_ms(wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(i32::MAX)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let wait =
+            Duration::from_millis(u64::try_from(wait_ms).unwrap_or(500)) + Duration::from_secs(10);
+        let response = match connection
+            .request(
+                &RequestKind::Fetch(request),
+                ApiKey::Fetch,
+                FETCH_VERSION,
+                wait,
+            )
+            .await
+        {
+            Ok(ResponseKind::Fetch(response)) => response,
+            other => {
+                tracing::debug!(%leader, answer = ?other.err(), "replica fetch failed; backing off");
+                tokio::time::sleep(FETCH_BACKOFF).await;
+                continue;
+            }
+        };
+        let mut any_error = false;
+        for topic in response.responses {
+            for data in topic.partitions {
+                let Some(entry) = wanted
+                    .iter()
+                    .find(|w| w.topic == topic.topic.0.as_str() && w.index == data.partition_index)
+                else {
+                    continue;
+                };
+                if data.error_code != 0 {
+                    tracing::debug!(%leader, topic = %entry.topic, partition = entry.index,
+                        error = data.error_code, "replica fetch error");
+                    any_error = true;
+                    continue;
+                }
+                let diverging = (data.diverging_epoch.epoch >= 0
+                    || data.diverging_epoch.end_offset >= 0)
+                    .then_some(EpochEndOffset {
+                        leader_epoch: LeaderEpoch(data.diverging_epoch.epoch),
+                        end_offset: Offset(data.diverging_epoch.end_offset),
+                    });
+                let records = data.records.unwrap_or_default();
+                let partition = Arc::clone(&entry.partition);
+                let (leader_epoch, fetch_offset) = (entry.leader_epoch, entry.fetch_offset);
+                let high_watermark = data.high_watermark;
+                let applied = tokio::task::spawn_blocking(move || {
+                    partition.apply_fetched(
+                        leader_epoch,
+                        fetch_offset,
+                        diverging,
+                        &records,
+                        high_watermark,
+                    )
+                })
+                .await;
+                if let Ok(Err(error)) = applied {
+                    tracing::error!(%leader, topic = %entry.topic, partition = entry.index,
+                        %error, "cannot apply fetched data");
+                    any_error = true;
+                }
+            }
+        }
+        if any_error {
+            tokio::time::sleep(FETCH_BACKOFF).await;
+        }
+    }
+}

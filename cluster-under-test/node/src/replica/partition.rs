@@ -1,0 +1,465 @@
+//! [`Partition`]: one hosted partition, its log and its replication state as the metadata
+//! image last set it (leader, epochs, replicas, ISR); the reads a follower and a consumer make,
+//! and the follower's side of replication (append what the fetcher brings, truncate on a
+//! diverging epoch). The leader's side (high watermark, ISR changes, appends, acks) is in
+//! `partition/leader.rs`; the decisions themselves are pure functions in `replication.rs`.
+
+mod leader;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use logjam_storage::{EpochEndOffset, LeaderEpoch, Offset, SharedLog, TopicPartition, lock_log};
+use tokio::sync::watch;
+
+use crate::canary::{Canaries, Canary};
+use crate::metadata::{BrokerId, MetadataImage, PartitionState};
+use crate::producer_state::ProducerStateTable;
+use crate::replica::producer_replay::{record_producer_batches, replay_producer_state};
+use crate::replica::replication::{FollowerState, diverging_epoch, follower_truncation_offset};
+use crate::replica::{invariants, now_ms};
+
+use leader::LeaderState;
+
+/// The `acks` of a produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: no response.
+    None,
+    /// `acks=1`: after the leader's append.
+    Leader,
+    /// `acks=-1` / `all`: after the high watermark covers the batch.
+    All,
+}
+
+impl Acks {
+    /// Parses the wire value; `None` for anything but -1, 0 and 1 (`INVALID_REQUIRED_ACKS`).
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+/// Where a successful append landed.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    /// Offset of the first record appended.
+    pub base_offset: i64,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+    /// The offset after the last record appended: acks=all waits for the high watermark here.
+    pub end_offset: i64,
+    /// The leader epoch the append was made in.
+    pub leader_epoch: i32,
+}
+
+/// What a follower fetch read from the leader's log.
+#[derive(Debug, Clone)]
+pub struct FollowerRead {
+    /// Whole record batches up to the log end, possibly empty.
+    pub records: Bytes,
+    /// The leader's high watermark.
+    pub high_watermark: i64,
+    /// The leader's log start offset.
+    pub log_start_offset: i64,
+    /// Where the follower's log diverges, if it does (then `records` is empty).
+    pub diverging: Option<EpochEndOffset>,
+}
+
+/// An ISR change the leader wants the controller to commit (AlterPartition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    /// Which partition.
+    pub topic_partition: TopicPartition,
+    /// The leader epoch the change is based on.
+    pub leader_epoch: i32,
+    /// The partition epoch the change is based on.
+    pub partition_epoch: i32,
+    /// The proposed ISR.
+    pub isr: Vec<BrokerId>,
+}
+
+/// What a consumer fetch read from one partition.
+#[derive(Debug, Clone)]
+pub struct ConsumerRead {
+    /// Whole record batches, possibly empty.
+    pub records: Bytes,
+    /// The high watermark at the time of the read.
+    pub high_watermark: i64,
+    /// The log start offset at the time of the read.
+    pub log_start_offset: i64,
+}
+
+/// The three positions every partition has.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionOffsets {
+    /// First offset still in the log.
+    pub log_start_offset: i64,
+    /// Offsets below it are committed and visible to consumers.
+    pub high_watermark: i64,
+    /// The next offset to be assigned.
+    pub log_end_offset: i64,
+}
+
+/// One hosted partition: its log and its replication state.
+#[derive(Debug)]
+pub struct Partition {
+    /// Which partition.
+    pub topic_partition: TopicPartition,
+    /// The log, behind a std mutex: appends and reads are short and never await while held.
+    log: SharedLog,
+    /// This node's id.
+    node_id: i32,
+    /// Leader, epochs, replicas and ISR as last seen in the metadata image.
+    state: Mutex<PartitionState>,
+    /// The topic's `min.insync.replicas` (topic config, else the broker's).
+    min_insync_replicas: i32,
+    /// Ticks on every append, to wake long-polling fetches.
+    appends: watch::Sender<u64>,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
+    /// The committed metadata image, for the ISR eligibility of followers (unfenced).
+    image: watch::Receiver<Arc<MetadataImage>>,
+    /// Leader-side replication state.
+    leader_state: Mutex<LeaderState>,
+    /// Idempotent-producer state (kafka-semantics.md §2), kept in step with the log: only
+    /// locked while the log lock is held (log first), updated on every leader and follower
+    /// append, rebuilt by replaying the log when the partition opens and after a truncation.
+    producers: Mutex<ProducerStateTable>,
+    /// The deliberate bugs switched on (`logjam.canaries`; none by default).
+    canaries: Canaries,
+    /// Set when a follower ignored a diverging epoch under the `skip-follower-truncation`
+    /// canary; never set otherwise.
+    divergence_ignored: AtomicBool,
+}
+
+impl Partition {
+    /// A partition over `log`, not yet leader nor follower: [`Partition::apply_state`] gives
+    /// it its state. `producers` is the producer state replayed from the log.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        topic_partition: TopicPartition,
+        log: SharedLog,
+        node_id: i32,
+        state: &PartitionState,
+        min_insync_replicas: i32,
+        appends: watch::Sender<u64>,
+        replica_lag_time_max_ms: i64,
+        image: watch::Receiver<Arc<MetadataImage>>,
+        producers: ProducerStateTable,
+        canaries: Canaries,
+    ) -> Partition {
+        Partition {
+            topic_partition,
+            log,
+            node_id,
+            state: Mutex::new(PartitionState {
+                leader: BrokerId::NONE,
+                leader_epoch: -1,
+                ..state.clone()
+            }),
+            min_insync_replicas,
+            appends,
+            replica_lag_time_max_ms,
+            image,
+            leader_state: Mutex::new(LeaderState::default()),
+            producers: Mutex::new(producers),
+            canaries,
+            divergence_ignored: AtomicBool::new(false),
+        }
+    }
+
+    fn state(&self) -> PartitionState {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The leader's broker id (-1 when leaderless).
+    pub fn leader(&self) -> i32 {
+        self.state().leader.0
+    }
+
+    /// The current leader epoch.
+    pub fn leader_epoch(&self) -> i32 {
+        self.state().leader_epoch
+    }
+
+    /// The assigned replicas.
+    pub fn replicas(&self) -> Vec<i32> {
+        self.state().replicas.iter().map(|b| b.0).collect()
+    }
+
+    /// The in-sync replicas.
+    pub fn isr(&self) -> Vec<i32> {
+        self.state().isr.iter().map(|b| b.0).collect()
+    }
+
+    /// Whether this broker leads the partition.
+    pub fn is_leader(&self) -> bool {
+        self.leader() == self.node_id
+    }
+
+    /// Checks that this broker leads the partition, then a client's `current_leader_epoch`
+    /// (-1 means "do not check"), as KIP-320 does: an older epoch is fenced, a newer one means
+    /// this broker has not caught up yet.
+    ///
+    /// # Errors
+    /// `NOT_LEADER_OR_FOLLOWER`, `FENCED_LEADER_EPOCH` or `UNKNOWN_LEADER_EPOCH`.
+    pub fn check_leader_epoch(&self, requested: i32) -> Result<(), ResponseError> {
+        let state = self.state();
+        if state.leader.0 != self.node_id {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        match requested {
+            -1 => Ok(()),
+            epoch if epoch < state.leader_epoch => Err(ResponseError::FencedLeaderEpoch),
+            epoch if epoch > state.leader_epoch => Err(ResponseError::UnknownLeaderEpoch),
+            _ => Ok(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, logjam_storage::Log> {
+        lock_log(&self.log)
+    }
+
+    /// The producer state; callers hold the log lock first.
+    fn producers(&self) -> MutexGuard<'_, ProducerStateTable> {
+        self.producers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The partition's log start, high watermark and log end.
+    pub fn offsets(&self) -> PartitionOffsets {
+        let log = self.lock();
+        PartitionOffsets {
+            log_start_offset: log.log_start_offset().0,
+            high_watermark: log.high_watermark().0,
+            log_end_offset: log.log_end_offset().0,
+        }
+    }
+
+    fn leader_state(&self) -> MutexGuard<'_, LeaderState> {
+        self.leader_state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies a new partition state from the metadata image. Becoming leader in a new epoch
+    /// records the epoch's start offset in the leader-epoch cache and resets the follower
+    /// states (`makeLeader`); a new partition epoch ends an in-flight ISR change. Returns
+    /// whether anything changed.
+    pub(crate) fn apply_state(&self, new: &PartitionState) -> bool {
+        let now = now_ms();
+        let mut current = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *current == *new {
+            return false;
+        }
+        invariants::check_partition_state(&self.topic_partition, &current, new);
+        *current = new.clone();
+        let mut leader = self.leader_state();
+        if new.leader.0 == self.node_id {
+            if leader.epoch != new.leader_epoch {
+                let mut log = self.lock();
+                if let Err(error) = log.assign_epoch_start_offset(LeaderEpoch(new.leader_epoch)) {
+                    tracing::error!(partition = %self.topic_partition, %error, "cannot record the epoch start");
+                }
+                *leader = LeaderState {
+                    epoch: new.leader_epoch,
+                    epoch_start_offset: log.log_end_offset(),
+                    followers: new
+                        .replicas
+                        .iter()
+                        .filter(|id| id.0 != self.node_id)
+                        .map(|id| (*id, FollowerState::new(new.isr.contains(id), now)))
+                        .collect(),
+                    pending_isr: None,
+                };
+                tracing::info!(partition = %self.topic_partition, epoch = new.leader_epoch,
+                    start = leader.epoch_start_offset.0, isr = ?new.isr, "became leader");
+            } else if leader
+                .pending_isr
+                .as_ref()
+                .is_some_and(|pending| pending.partition_epoch != new.partition_epoch)
+            {
+                leader.pending_isr = None;
+            }
+        } else {
+            *leader = LeaderState::default();
+        }
+        true
+    }
+
+    /// Reads for a follower (KIP-595): records up to the log end, or the diverging epoch when
+    /// the follower's log diverges from this one at `last_fetched_epoch`.
+    ///
+    /// # Errors
+    /// `OFFSET_OUT_OF_RANGE` or `KAFKA_STORAGE_ERROR`.
+    pub fn read_for_follower(
+        &self,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FollowerRead, ResponseError> {
+        let log = self.lock();
+        let high_watermark = log.high_watermark().0;
+        let log_start_offset = log.log_start_offset().0;
+        let answer = log.end_offset_for_epoch(LeaderEpoch(last_fetched_epoch));
+        if let Some(diverging) = diverging_epoch(
+            LeaderEpoch(last_fetched_epoch),
+            Offset(fetch_offset),
+            answer,
+        ) {
+            return Ok(FollowerRead {
+                records: Bytes::new(),
+                high_watermark,
+                log_start_offset,
+                diverging: Some(diverging),
+            });
+        }
+        let log_end = log.log_end_offset();
+        let read = log
+            .read(Offset(fetch_offset), max_bytes, log_end, min_one_batch)
+            .map_err(|error| {
+                ResponseError::try_from_code(error.kafka_error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
+        Ok(FollowerRead {
+            records: read.records,
+            high_watermark,
+            log_start_offset,
+            diverging: None,
+        })
+    }
+
+    /// This replica's log end offset, the epoch of its last record and its log start, for a
+    /// follower fetch.
+    pub fn follower_fetch_position(&self) -> (i64, i32, i64) {
+        let log = self.lock();
+        // CANARY(skip-follower-truncation): having ignored a diverging epoch, the follower
+        // fetches without LastFetchedEpoch, so the leader no longer checks its log and it
+        // appends after its divergent suffix.
+        let last_fetched_epoch = if self.divergence_ignored.load(Ordering::Relaxed) {
+            -1
+        } else {
+            log.latest_epoch().map_or(-1, |epoch| epoch.0)
+        };
+        (
+            log.log_end_offset().0,
+            last_fetched_epoch,
+            log.log_start_offset().0,
+        )
+    }
+
+    /// Applies one partition of a fetch response as a follower of `leader_epoch`: truncates on
+    /// a diverging epoch, else appends the whole batches and takes the leader's high watermark
+    /// (clamped to the own log end). Ignored when this replica no longer follows in that epoch
+    /// or its log end moved since the request.
+    ///
+    /// # Errors
+    /// A storage error message.
+    pub fn apply_fetched(
+        &self,
+        leader_epoch: i32,
+        fetch_offset: i64,
+        diverging: Option<EpochEndOffset>,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<(), String> {
+        let state = self.state();
+        if state.leader.0 == self.node_id || state.leader_epoch != leader_epoch {
+            return Ok(());
+        }
+        let mut log = self.lock();
+        if log.log_end_offset().0 != fetch_offset {
+            return Ok(());
+        }
+        if let Some(diverging) = diverging {
+            let own = log.end_offset_for_epoch(diverging.leader_epoch);
+            let (offset, complete) =
+                follower_truncation_offset(diverging, own, log.log_end_offset());
+            // CANARY(skip-follower-truncation): the follower keeps its divergent suffix; see
+            // `follower_fetch_position` for how it then carries on.
+            if self.canaries.is_on(Canary::SkipFollowerTruncation) {
+                tracing::warn!(partition = %self.topic_partition, ?diverging, ?own,
+                    offset = offset.0, "CANARY skip-follower-truncation: not truncating");
+                self.divergence_ignored.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            tracing::info!(partition = %self.topic_partition, ?diverging, ?own,
+                offset = offset.0, complete, "truncating on a diverging epoch");
+            if offset < log.log_start_offset() {
+                log.truncate_fully_and_start_at(offset.max(Offset(0)))
+                    .map_err(|error| error.to_string())?;
+            } else {
+                log.truncate_to(offset).map_err(|error| error.to_string())?;
+            }
+            // Truncated batches may have been recorded: replay what is left.
+            *self.producers() = replay_producer_state(&log).map_err(|error| error.to_string())?;
+            return Ok(());
+        }
+        let whole = logjam_storage::batch::complete_batches_len(records);
+        if whole > 0 {
+            log.append_as_follower(&records[..whole], now_ms())
+                .map_err(|error| error.to_string())?;
+            // Followers track producers too, so dedupe survives a leader change (§2).
+            record_producer_batches(&mut self.producers(), &records[..whole]);
+        }
+        let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
+        if high_watermark >= Offset(0) {
+            invariants::check_high_watermark(
+                &self.topic_partition,
+                log.high_watermark(),
+                high_watermark,
+                log.log_end_offset(),
+                false,
+            );
+            log.set_high_watermark(high_watermark);
+        }
+        Ok(())
+    }
+
+    /// Reads for a consumer, up to the high watermark.
+    ///
+    /// # Errors
+    /// `OFFSET_OUT_OF_RANGE` or `KAFKA_STORAGE_ERROR`.
+    pub fn read_for_consumer(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ConsumerRead, ResponseError> {
+        let log = self.lock();
+        let high_watermark = log.high_watermark();
+        // CANARY(read-above-high-watermark): consumers read up to the log end, uncommitted
+        // records included.
+        let read_limit = if self.canaries.is_on(Canary::ReadAboveHighWatermark) {
+            log.log_end_offset()
+        } else {
+            high_watermark
+        };
+        let read = log
+            .read(Offset(fetch_offset), max_bytes, read_limit, min_one_batch)
+            .map_err(|error| {
+                ResponseError::try_from_code(error.kafka_error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
+        Ok(ConsumerRead {
+            records: read.records,
+            high_watermark: high_watermark.0,
+            log_start_offset: log.log_start_offset().0,
+        })
+    }
+}
