@@ -81,6 +81,9 @@ mod ids;
 mod index;
 pub mod log;
 pub mod manager;
+pub mod producer_snapshot;
+pub mod producer_state;
+pub mod producer_state_manager;
 mod recovery;
 mod segment;
 mod topic_partition;
@@ -92,8 +95,14 @@ pub use config::LogConfig;
 pub use epoch_cache::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 pub use error::{Error, Result};
 pub use ids::{FilePosition, LeaderEpoch, Offset};
-pub use log::{AppendInfo, LoadCheckpoints, Log, ReadInfo};
+pub use log::{AppendInfo, LoadCheckpoints, Log, ProducerStateLoad, ReadInfo};
 pub use manager::{LogManager, SharedLog, lock_log};
+pub use producer_snapshot::SnapshotDefect;
+pub use producer_state::{
+    BatchMetadata, ProducerBatch, ProducerEntry, ProducerEpoch, ProducerId, ProducerStateError,
+    ProducerStateTable, Sequence, Verdict,
+};
+pub use producer_state_manager::ProducerStateManager;
 pub use recovery::{RecoveryReport, StopReason};
 pub use segment::file_stem as segment_file_stem;
 pub use topic_partition::TopicPartition;
