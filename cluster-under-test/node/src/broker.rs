@@ -42,7 +42,7 @@ use crate::controller::{
 };
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
 use crate::producer_ids::ProducerIdBlock;
-use crate::producer_state::{ProducerBatch, ProducerId, ProducerStateTable, Verdict};
+use logjam_storage::{ProducerBatch, ProducerId, Verdict};
 use crate::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, diverging_epoch,
     follower_truncation_offset, next_high_watermark, out_of_sync_replicas, should_expand_isr,
@@ -252,10 +252,6 @@ pub struct Partition {
     image: watch::Receiver<Arc<MetadataImage>>,
     /// Leader-side replication state.
     leader_state: Mutex<LeaderState>,
-    /// Idempotent-producer state (kafka-semantics.md §2), kept in step with the log: only
-    /// locked while the log lock is held (log first), updated on every leader and follower
-    /// append, rebuilt by replaying the log when the partition opens and after a truncation.
-    producers: Mutex<ProducerStateTable>,
     /// The deliberate bugs switched on (`logjam.canaries`; none by default).
     canaries: Canaries,
     /// Set when a follower ignored a diverging epoch under the `skip-follower-truncation`
@@ -317,13 +313,6 @@ impl Partition {
 
     fn lock(&self) -> MutexGuard<'_, logjam_storage::Log> {
         lock_log(&self.log)
-    }
-
-    /// The producer state; callers hold the log lock first.
-    fn producers(&self) -> MutexGuard<'_, ProducerStateTable> {
-        self.producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The partition's log start, high watermark and log end.
@@ -616,9 +605,10 @@ impl Partition {
         let producer_batch = idempotent_batch(&records)?;
         let appended = tokio::task::spawn_blocking(move || {
             let mut log = partition.lock();
-            let mut producers = partition.producers();
+            // The log owns the producer state (kafka-semantics.md §2) and records the batch
+            // when it appends it.
             if let Some(batch) = &producer_batch {
-                match producers.check(batch) {
+                match log.producer_state().check(batch) {
                     Ok(Verdict::Append) => {}
                     // CANARY(skip-idempotent-dedupe): a retry of a batch already in the log is
                     // appended again instead of answered with its original offsets.
@@ -638,7 +628,8 @@ impl Partition {
                     }
                     Err(error) => {
                         tracing::debug!(partition = %partition.topic_partition, %error, "batch refused");
-                        return Err(error.response_error());
+                        return Err(ResponseError::try_from_code(error.kafka_error_code())
+                            .unwrap_or(ResponseError::UnknownServerError));
                     }
                 }
             }
@@ -649,10 +640,6 @@ impl Partition {
                     ResponseError::try_from_code(error.kafka_error_code())
                         .unwrap_or(ResponseError::UnknownServerError)
                 })?;
-            if let Some(batch) = &producer_batch {
-                producers.record(batch, info.first_offset, info.last_offset);
-            }
-            drop(producers);
             let log_start_offset = log.log_start_offset().0;
             drop(log);
             partition.maybe_advance_high_watermark();
@@ -788,16 +775,13 @@ impl Partition {
             } else {
                 log.truncate_to(offset).map_err(|error| error.to_string())?;
             }
-            // Truncated batches may have been recorded: replay what is left.
-            *self.producers() = replay_producer_state(&log).map_err(|error| error.to_string())?;
+            // The log reloaded its producer state from a snapshot at or below the cut.
             return Ok(());
         }
         let whole = logjam_storage::batch::complete_batches_len(records);
         if whole > 0 {
             log.append_as_follower(&records[..whole], now_ms())
                 .map_err(|error| error.to_string())?;
-            // Followers track producers too, so dedupe survives a leader change (§2).
-            record_producer_batches(&mut self.producers(), &records[..whole]);
         }
         let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
         if high_watermark >= Offset(0) {
@@ -1205,8 +1189,6 @@ impl Broker {
                 .create_log(topic_partition.clone(), log_config)
                 .map_err(|error| CreateTopicError::Storage(error.to_string()))?,
         };
-        let producers = replay_producer_state(&lock_log(&log))
-            .map_err(|error| CreateTopicError::Storage(error.to_string()))?;
         let partition = Arc::new(Partition {
             topic_partition,
             log,
@@ -1221,7 +1203,6 @@ impl Broker {
             replica_lag_time_max_ms: self.replica_lag_time_max_ms(),
             image: self.quorum.subscribe_image(),
             leader_state: Mutex::new(LeaderState::default()),
-            producers: Mutex::new(producers),
             canaries: self.config.canaries,
             divergence_ignored: AtomicBool::new(false),
         });
@@ -1434,54 +1415,6 @@ fn idempotent_batch(records: &[u8]) -> Result<Option<ProducerBatch>, ResponseErr
             Err(ResponseError::InvalidRecord)
         }
     }
-}
-
-/// Records every producer batch of `records` (whole batches as stored, offsets assigned).
-fn record_producer_batches(table: &mut ProducerStateTable, records: &[u8]) {
-    for item in logjam_storage::batch::batches(records) {
-        let Ok((_, header)) = item else { break };
-        if header.is_control() {
-            continue;
-        }
-        if let Some(batch) = ProducerBatch::from_header(&header) {
-            table.record(&batch, header.base_offset, header.last_offset());
-        }
-    }
-}
-
-/// Rebuilds a partition's producer state by replaying its whole log, from the log start to
-/// the log end. There are no producer snapshots (kafka-semantics.md §7.4): on open this reads
-/// every segment once, which is acceptable for the logs a test run writes.
-///
-/// # Errors
-/// A storage error from reading the log.
-fn replay_producer_state(
-    log: &logjam_storage::Log,
-) -> Result<ProducerStateTable, logjam_storage::Error> {
-    const READ_BYTES: usize = 1 << 20;
-    let mut table = ProducerStateTable::new();
-    let end = log.log_end_offset();
-    let mut position = log.log_start_offset();
-    while position < end {
-        let read = log.read(position, READ_BYTES, end, true)?;
-        if read.batch_count == 0 || read.next_offset <= position {
-            // A gap (a follower's log can jump ahead to a new segment): go to the next one.
-            match log
-                .segment_base_offsets()
-                .into_iter()
-                .find(|base| *base > position)
-            {
-                Some(base) => {
-                    position = base;
-                    continue;
-                }
-                None => break,
-            }
-        }
-        record_producer_batches(&mut table, &read.records);
-        position = read.next_offset;
-    }
-    Ok(table)
 }
 
 /// Milliseconds since the Unix epoch, the clock Kafka stamps into logs.

@@ -22,8 +22,9 @@
 //! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
 //! - [`topics`]: Kafka's naming and topic-config rules.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
-//! - [`producer_state`]: the idempotent producer's per-partition state and checks (pure);
-//!   [`producer_ids`]: the broker's block of producer ids for InitProducerId (pure).
+//! - [`producer_ids`]: the broker's block of producer ids for InitProducerId (pure). The
+//!   idempotent producer's per-partition state lives beside the log in `logjam-storage`
+//!   (`producer_state`, with `.snapshot` files).
 //! - [`replication`]: pure replication decisions (ISR shrink/expand, high watermark, acks=all,
 //!   divergence truncation); [`replica_fetcher`]: the follower fetchers and ISR changes (tokio).
 //! - [`canary`]: deliberate, named bugs (`logjam.canaries`, off by default) that prove the
@@ -44,7 +45,6 @@ pub mod frame;
 pub mod handlers;
 pub mod metadata;
 pub mod producer_ids;
-pub mod producer_state;
 pub mod replica_fetcher;
 pub mod replication;
 pub mod server;
