@@ -21,6 +21,8 @@
 //!     00000000000000000000.log         whole record batches, as validated
 //!     00000000000000000000.index       sparse (relative offset u32, position u32) entries
 //!     00000000000000001234.log/.index  next segment, named by its base offset
+//!     00000000000000001234.snapshot    producer state below offset 1234 (written at the roll
+//!                                      that started that segment, and at clean shutdown)
 //!     leader-epoch-checkpoint          epoch -> start offset
 //! ```
 //!
@@ -29,7 +31,11 @@
 //! - [`manager`]: `LogManager`, one log dir: open and recover all partitions, create logs,
 //!   checkpoints, the flush tick, clean shutdown.
 //! - [`log`]: `Log`, one partition: append (leader and follower), read, flush, truncate, log
-//!   start offset, high watermark, recovery point.
+//!   start offset, high watermark, recovery point, and its producer state (`log/producer.rs`:
+//!   rebuild from the latest snapshot at or below a point plus a tail replay).
+//! - [`producer_state`]: the idempotent producer's table and checks (pure);
+//!   [`producer_state_manager`]: the table plus its snapshot files (take, reload, delete);
+//!   [`producer_snapshot`]: Kafka's version-1 `.snapshot` format and file names.
 //! - `segment`: one `.log` + `.index` pair; positioned reads and writes. `index`: the sparse
 //!   offset index.
 //! - `recovery`: the batch scanner and the decision of where to cut; [`RecoveryReport`].
@@ -50,6 +56,8 @@
 //!  Log::read ◀── index lookup + scan ◀──────────────────────────────── segments ──▶ flush: fsync,
 //!                                                                                  recovery point
 //!  LogManager::open ──▶ checkpoints + marker ──▶ Log::open ──▶ recovery scan from recovery point
+//!                                                             ──▶ producer state: latest .snapshot
+//!                                                                 ≤ log end + replay after it
 //! ```
 //!
 //! # Example
