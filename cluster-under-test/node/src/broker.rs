@@ -42,12 +42,12 @@ use crate::controller::{
 };
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
 use crate::producer_ids::ProducerIdBlock;
-use logjam_storage::{ProducerBatch, ProducerId, Verdict};
 use crate::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, diverging_epoch,
     follower_truncation_offset, next_high_watermark, out_of_sync_replicas, should_expand_isr,
 };
 use crate::topics::{TopicError, TopicInfo};
+use logjam_storage::{ProducerBatch, ProducerId, Verdict};
 
 /// The most partitions one topic creation may ask for. Kafka's controller refuses to generate
 /// more than 10,000 records for one request (`MAX_RECORDS_PER_USER_OP`); without a bound, one

@@ -1,7 +1,8 @@
 //! `Log`: one partition's log. Owns the ordered segments, the log start offset, the recovery
-//! point, the high watermark and the leader-epoch cache, and enforces their invariants
-//! (`log_start <= high_watermark <= log_end`, `recovery_point <= log_end`). It validates appends,
-//! assigns offsets, rolls segments, applies the flush policy, and serves reads. It is synchronous
+//! point, the high watermark, the leader-epoch cache and the producer state with its snapshots
+//! (`log/producer.rs`), and enforces their invariants (`log_start <= high_watermark <=
+//! log_end`, `recovery_point <= log_end`, producer state built up to the log end). It validates
+//! appends, assigns offsets, rolls segments, applies the flush policy, and serves reads. It is synchronous
 //! and not thread-safe by itself: the node wraps each `Log` in a `std::sync::Mutex`
 //! (`manager.rs` hands out `Arc<Mutex<Log>>`).
 
@@ -202,6 +203,12 @@ impl Log {
             self.tp,
             self.recovery_point,
             log_end
+        );
+        assert_eq!(
+            self.producers.map_end_offset(),
+            log_end,
+            "{}: producer state not built up to the log end",
+            self.tp
         );
     }
 

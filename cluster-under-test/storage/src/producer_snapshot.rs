@@ -349,7 +349,10 @@ mod tests {
         ));
         for cut in [HEADER_BYTES, good.len() - 1, good.len() - ENTRY_BYTES] {
             assert!(
-                matches!(decode(&good[..cut]), Err(SnapshotDefect::CrcMismatch { .. })),
+                matches!(
+                    decode(&good[..cut]),
+                    Err(SnapshotDefect::CrcMismatch { .. })
+                ),
                 "torn at {cut}"
             );
         }

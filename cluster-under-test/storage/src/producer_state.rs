@@ -209,7 +209,11 @@ impl ProducerStateTable {
 
     /// Every producer and its entry, by ascending producer id (the snapshot order).
     pub fn entries(&self) -> Vec<(ProducerId, &ProducerEntry)> {
-        let mut entries: Vec<_> = self.producers.iter().map(|(id, entry)| (*id, entry)).collect();
+        let mut entries: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(id, entry)| (*id, entry))
+            .collect();
         entries.sort_by_key(|(id, _)| *id);
         entries
     }

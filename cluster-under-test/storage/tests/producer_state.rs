@@ -22,7 +22,10 @@ fn idempotent_batch(pid: i64, epoch: i16, sequence: i32, records: u32) -> Vec<u8
     let mut builder = BatchBuilder::new(1_700_000_000_000 + i64::from(sequence));
     builder.producer(pid, epoch, sequence);
     for index in 0..records {
-        builder.record(None, Some(format!("{pid}:{epoch}:{sequence}:{index}").as_bytes()));
+        builder.record(
+            None,
+            Some(format!("{pid}:{epoch}:{sequence}:{index}").as_bytes()),
+        );
     }
     builder.build()
 }
@@ -161,7 +164,11 @@ fn assert_matches_model(log: &Log, context: &str) {
     for (pid, (epoch, retained)) in &full {
         let (got_epoch, got_retained) = &got[pid];
         assert_eq!(got_epoch, epoch, "{context}: epoch of {pid}");
-        assert_eq!(got_retained.last(), retained.last(), "{context}: last of {pid}");
+        assert_eq!(
+            got_retained.last(),
+            retained.last(),
+            "{context}: last of {pid}"
+        );
     }
 }
 
@@ -179,7 +186,10 @@ fn snapshots_are_written_at_roll_and_on_clean_shutdown_and_reopen_replays_nothin
         clients.append(&log, round % 3, false, 2);
     }
     let bases = lock_log(&log).segment_base_offsets();
-    assert!(bases.len() > 3, "the test needs several segments: {bases:?}");
+    assert!(
+        bases.len() > 3,
+        "the test needs several segments: {bases:?}"
+    );
     // One snapshot per roll, named by the new segment's base offset.
     assert_eq!(snapshot_files(dir.path()), bases[1..].to_vec());
     let log_end = lock_log(&log).log_end_offset();
@@ -191,7 +201,10 @@ fn snapshots_are_written_at_roll_and_on_clean_shutdown_and_reopen_replays_nothin
     let log = lock_log(&log);
     let load = log.producer_state_load();
     assert_eq!(load.snapshot_offset, Some(log_end));
-    assert_eq!(load.batches_replayed, 0, "nothing to replay after a clean shutdown");
+    assert_eq!(
+        load.batches_replayed, 0,
+        "nothing to replay after a clean shutdown"
+    );
     assert_matches_model(&log, "after a clean shutdown");
     // Kafka's snapshot keeps one batch per producer: the window is that batch until more come.
     for (_, entry) in log.producer_state().entries() {
@@ -258,7 +271,10 @@ fn an_unusable_snapshot_is_ignored_for_an_older_one() {
         let after = snapshot_files(dir.path());
         assert!(after.contains(&older), "{damage}: {after:?}");
         let reread = producer_snapshot::read(&partition_dir(dir.path()), log.log_end_offset());
-        assert!(reread.unwrap().is_ok(), "{damage}: new snapshot at the log end");
+        assert!(
+            reread.unwrap().is_ok(),
+            "{damage}: new snapshot at the log end"
+        );
     }
 }
 
@@ -300,7 +316,10 @@ fn truncation_below_a_snapshot_reloads_from_one_at_or_below_the_cut() {
     drop(_manager);
     let (_manager, log) = open(dir.path(), &config);
     let log = lock_log(&log);
-    assert_eq!(state(&log).keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    assert_eq!(
+        state(&log).keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
     assert_matches_model(&log, "reopened after truncation");
 }
 
