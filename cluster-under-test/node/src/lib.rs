@@ -43,7 +43,8 @@
 //! - [`config`]: `server.properties` with Kafka's names and defaults (the property table in
 //!   `config/properties.rs`); unknown keys are errors.
 //! - [`topics`]: Kafka's naming and topic-config rules, and [`topics::CreateTopicError`].
-//! - [`producer_state`]: the idempotent producer's per-partition state and checks (pure).
+//! - The idempotent producer's per-partition state lives beside the log in `logjam-storage`
+//!   (`producer_state`, with Kafka's `.snapshot` files).
 //! - [`canary`]: deliberate, named bugs (`logjam.canaries`, off by default) that prove the
 //!   checkers catch what they claim to; each is a branch marked `// CANARY(name)`.
 //!
@@ -60,6 +61,5 @@ pub mod controller;
 pub mod coordinator;
 pub mod metadata;
 pub mod network;
-pub mod producer_state;
 pub mod replica;
 pub mod topics;

@@ -8,7 +8,6 @@ pub mod fetcher;
 pub mod invariants;
 pub mod manager;
 pub mod partition;
-pub mod producer_replay;
 pub mod replication;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,7 +1,8 @@
 //! The idempotent producer on the broker (kafka-semantics.md §2), through raw requests to a
 //! node process: InitProducerId hands out fresh ids at epoch 0 (and refuses transactional
 //! ids); a retried batch is answered with its original offset and stored once, also after a
-//! restart (state rebuilt from the log) and on a new leader after the old one was killed
+//! crash (state rebuilt from the log), after a clean shutdown (from the `.snapshot` file, which
+//! keeps the last batch per producer) and on a new leader after the old one was killed
 //! (state built by the follower while replicating); a gap in the sequence is `OUT_OF_ORDER_SEQUENCE_NUMBER`
 //! and a stale epoch `INVALID_PRODUCER_EPOCH`.
 
@@ -136,6 +137,37 @@ fn retried_batch_is_deduplicated_after_a_restart() {
     assert_eq!(produce(node.address, pid, 0, 2, 2), (0, 2));
     assert_eq!(produce(node.address, pid, 0, 0, 2), (0, 0));
     assert_eq!(log_end_offset(node.address), 4);
+}
+
+/// Goal: producer state survives a clean shutdown through Kafka's `.snapshot` file, with
+/// Kafka's window (kafka-semantics.md §7.4). Method: two batches, SIGTERM, check the snapshot
+/// at the log end is on disk, restart: the last batch's retry is answered with its original
+/// offset, an older batch's retry is `OUT_OF_ORDER_SEQUENCE_NUMBER` (the snapshot keeps one
+/// batch per producer, as Kafka's does), and the sequence goes on.
+#[test]
+fn after_a_clean_shutdown_the_snapshot_keeps_the_last_batch() {
+    let (dir, mut node) = start();
+    let pid = new_producer(node.address);
+    assert_eq!(produce(node.address, pid, 0, 0, 2), (0, 0));
+    assert_eq!(produce(node.address, pid, 0, 2, 2), (0, 2));
+    node.terminate();
+    let snapshot = dir
+        .path()
+        .join("data")
+        .join(format!("{TOPIC}-0"))
+        .join("00000000000000000004.snapshot");
+    assert!(snapshot.exists(), "no snapshot at {}", snapshot.display());
+    node.restart();
+    common::wait_until(
+        "the node serves produce again",
+        std::time::Duration::from_secs(30),
+        || log_end_offset_or_error(&node) == Some(4),
+    );
+    assert_eq!(produce(node.address, pid, 0, 2, 2), (0, 2));
+    let out_of_order = kafka_protocol::ResponseError::OutOfOrderSequenceNumber.code();
+    assert_eq!(produce(node.address, pid, 0, 0, 2).0, out_of_order);
+    assert_eq!(log_end_offset(node.address), 4);
+    assert_eq!(produce(node.address, pid, 0, 4, 1), (0, 4));
 }
 
 fn log_end_offset_or_error(node: &NodeProcess) -> Option<i64> {

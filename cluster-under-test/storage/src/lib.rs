@@ -21,6 +21,8 @@
 //!     00000000000000000000.log         whole record batches, as validated
 //!     00000000000000000000.index       sparse (relative offset u32, position u32) entries
 //!     00000000000000001234.log/.index  next segment, named by its base offset
+//!     00000000000000001234.snapshot    producer state below offset 1234 (written at the roll
+//!                                      that started that segment, and at clean shutdown)
 //!     leader-epoch-checkpoint          epoch -> start offset
 //! ```
 //!
@@ -29,7 +31,11 @@
 //! - [`manager`]: `LogManager`, one log dir: open and recover all partitions, create logs,
 //!   checkpoints, the flush tick, clean shutdown.
 //! - [`log`]: `Log`, one partition: append (leader and follower), read, flush, truncate, log
-//!   start offset, high watermark, recovery point.
+//!   start offset, high watermark, recovery point, and its producer state (`log/producer.rs`:
+//!   rebuild from the latest snapshot at or below a point plus a tail replay).
+//! - [`producer_state`]: the idempotent producer's table and checks (pure);
+//!   [`producer_state_manager`]: the table plus its snapshot files (take, reload, delete);
+//!   [`producer_snapshot`]: Kafka's version-1 `.snapshot` format and file names.
 //! - `segment`: one `.log` + `.index` pair; positioned reads and writes. `index`: the sparse
 //!   offset index.
 //! - `recovery`: the batch scanner and the decision of where to cut; [`RecoveryReport`].
@@ -50,6 +56,8 @@
 //!  Log::read ◀── index lookup + scan ◀──────────────────────────────── segments ──▶ flush: fsync,
 //!                                                                                  recovery point
 //!  LogManager::open ──▶ checkpoints + marker ──▶ Log::open ──▶ recovery scan from recovery point
+//!                                                             ──▶ producer state: latest .snapshot
+//!                                                                 ≤ log end + replay after it
 //! ```
 //!
 //! # Example
@@ -81,6 +89,9 @@ mod ids;
 mod index;
 pub mod log;
 pub mod manager;
+pub mod producer_snapshot;
+pub mod producer_state;
+pub mod producer_state_manager;
 mod recovery;
 mod segment;
 mod topic_partition;
@@ -92,8 +103,14 @@ pub use config::LogConfig;
 pub use epoch_cache::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 pub use error::{Error, Result};
 pub use ids::{FilePosition, LeaderEpoch, Offset};
-pub use log::{AppendInfo, LoadCheckpoints, Log, ReadInfo};
+pub use log::{AppendInfo, LoadCheckpoints, Log, ProducerStateLoad, ReadInfo};
 pub use manager::{LogManager, SharedLog, lock_log};
+pub use producer_snapshot::SnapshotDefect;
+pub use producer_state::{
+    BatchMetadata, ProducerBatch, ProducerEntry, ProducerEpoch, ProducerId, ProducerStateError,
+    ProducerStateTable, Sequence, Verdict,
+};
+pub use producer_state_manager::ProducerStateManager;
 pub use recovery::{RecoveryReport, StopReason};
 pub use segment::file_stem as segment_file_stem;
 pub use topic_partition::TopicPartition;

@@ -1,7 +1,8 @@
 //! `Log`: one partition's log. Owns the ordered segments, the log start offset, the recovery
-//! point, the high watermark and the leader-epoch cache, and enforces their invariants
-//! (`log_start <= high_watermark <= log_end`, `recovery_point <= log_end`). It validates appends,
-//! assigns offsets, rolls segments, applies the flush policy, and serves reads. It is synchronous
+//! point, the high watermark, the leader-epoch cache and the producer state with its snapshots
+//! (`log/producer.rs`), and enforces their invariants (`log_start <= high_watermark <=
+//! log_end`, `recovery_point <= log_end`, producer state built up to the log end). It validates
+//! appends, assigns offsets, rolls segments, applies the flush policy, and serves reads. It is synchronous
 //! and not thread-safe by itself: the node wraps each `Log` in a `std::sync::Mutex`
 //! (`manager.rs` hands out `Arc<Mutex<Log>>`).
 
@@ -16,9 +17,14 @@ use crate::durable;
 use crate::epoch_cache::{EpochEndOffset, LeaderEpochCache};
 use crate::error::{Error, Result};
 use crate::ids::{LeaderEpoch, Offset};
+use crate::producer_state_manager::ProducerStateManager;
 use crate::recovery::{self, LoadRequest, RecoveryReport};
 use crate::segment::LogSegment;
 use crate::topic_partition::TopicPartition;
+
+mod producer;
+
+pub use producer::ProducerStateLoad;
 
 /// What a successful append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +111,10 @@ pub struct Log {
     /// Broker time of the last time-driven or message-driven flush; `None` until first known
     /// (Kafka starts the flush clock when the log is loaded).
     last_flush_ms: Option<i64>,
+    /// Idempotent-producer state and its `.snapshot` files, kept in step with the segments.
+    producers: ProducerStateManager,
+    /// What the last producer-state rebuild did.
+    producer_load: ProducerStateLoad,
 }
 
 impl Log {
@@ -146,12 +156,15 @@ impl Log {
             checkpoints.recovery_point.min(log_end)
         };
         let high_watermark = checkpoints.high_watermark.clamp(log_start_offset, log_end);
+        let mut producers = ProducerStateManager::load(partition_dir)?;
+        let bases: Vec<Offset> = segments.iter().map(LogSegment::base_offset).collect();
+        producers.remove_stray_snapshots(&bases)?;
         if report.stop.is_some() || report.segments_deleted > 0 {
             tracing::warn!(%tp, ?report, "log recovered with truncation");
         } else {
             tracing::debug!(%tp, ?report, "log loaded");
         }
-        let log = Log {
+        let mut log = Log {
             tp,
             dir: partition_dir.to_path_buf(),
             config,
@@ -161,7 +174,10 @@ impl Log {
             high_watermark,
             epoch_cache,
             last_flush_ms: None,
+            producers,
+            producer_load: ProducerStateLoad::default(),
         };
+        log.rebuild_producer_state(log_end)?;
         log.assert_invariants();
         Ok((log, report))
     }
@@ -187,6 +203,12 @@ impl Log {
             self.tp,
             self.recovery_point,
             log_end
+        );
+        assert_eq!(
+            self.producers.map_end_offset(),
+            log_end,
+            "{}: producer state not built up to the log end",
+            self.tp
         );
     }
 
@@ -388,6 +410,7 @@ impl Log {
         for header in headers {
             self.epoch_cache
                 .assign(header.partition_leader_epoch, header.base_offset)?;
+            self.producers.record(header);
         }
         let unflushed_messages = self.log_end_offset().distance_from(self.recovery_point);
         let flushed = unflushed_messages >= self.config.flush_interval_messages;
@@ -454,6 +477,10 @@ impl Log {
         tracing::debug!(tp = %self.tp, base = new_base.0, "rolled new segment");
         self.segments.push(segment);
         self.recovery_point = new_base;
+        // The snapshot at the new base lets recovery start from this segment (Kafka's roll);
+        // written after the flush, so it never describes data that is not on disk.
+        self.producers.update_map_end_offset(new_base);
+        self.producers.take_snapshot()?;
         Ok(())
     }
 
@@ -579,6 +606,8 @@ impl Log {
         self.recovery_point = self.recovery_point.min(log_end);
         self.high_watermark = self.high_watermark.min(log_end);
         self.epoch_cache.truncate_from_end(log_end)?;
+        // Batches above the cut may be in the table: reload from a snapshot at or below it.
+        self.rebuild_producer_state(log_end)?;
         self.assert_invariants();
         Ok(true)
     }
@@ -600,6 +629,8 @@ impl Log {
         self.recovery_point = offset;
         self.high_watermark = offset;
         self.epoch_cache.clear()?;
+        self.producers.truncate_fully_and_start_at(offset)?;
+        self.rebuild_producer_state(offset)?;
         tracing::info!(tp = %self.tp, offset = offset.0, "truncated log fully");
         self.assert_invariants();
         Ok(())
@@ -636,8 +667,10 @@ impl Log {
             .take_while(|pair| pair[1].base_offset() <= offset)
             .count();
         for segment in self.segments.drain(..deletable) {
+            self.producers.delete_snapshot(segment.base_offset())?;
             segment.delete()?;
         }
+        self.producers.on_log_start_offset_incremented(offset);
         self.epoch_cache.truncate_from_start(offset)?;
         tracing::info!(tp = %self.tp, log_start = offset.0, deleted_segments = deletable, "advanced log start offset");
         self.assert_invariants();

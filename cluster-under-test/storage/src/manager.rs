@@ -288,7 +288,9 @@ impl LogManager {
     /// I/O errors; the marker is then not written, so the next start recovers.
     pub fn shutdown_with_broker_epoch(&self, broker_epoch: i64) -> Result<()> {
         for (_, log) in self.logs() {
-            lock_log(&log).flush()?;
+            // Flush, then the producer snapshot at the log end (Kafka's close), so the next
+            // open replays nothing.
+            lock_log(&log).take_producer_snapshot()?;
         }
         self.checkpoint()?;
         let marker = self.log_dir.join(CLEAN_SHUTDOWN_MARKER);

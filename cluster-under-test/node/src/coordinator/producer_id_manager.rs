@@ -10,7 +10,7 @@ use kafka_protocol::messages::{AllocateProducerIdsRequest, RequestKind, Response
 
 use crate::controller::Quorum;
 use crate::coordinator::producer_ids::ProducerIdBlock;
-use crate::producer_state::ProducerId;
+use logjam_storage::ProducerId;
 
 /// How long a broker waits for the controller's AllocateProducerIds answer.
 const PRODUCER_ID_BLOCK_TIMEOUT: Duration = Duration::from_secs(5);

@@ -4,7 +4,7 @@
 //! AllocateProducerIds (the controller records it as a `ProducerIdsRecord`, see
 //! `controller/control.rs`). Pure: no I/O, the async fetch of a block lives in the broker.
 
-use crate::producer_state::ProducerId;
+use logjam_storage::ProducerId;
 
 /// A contiguous range of producer ids owned by this broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

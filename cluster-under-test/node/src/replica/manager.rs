@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError;
-use logjam_storage::{LogConfig, LogManager, TopicPartition, lock_log};
+use logjam_storage::{LogConfig, LogManager, TopicPartition};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -18,7 +18,6 @@ use crate::config::Config;
 use crate::metadata::{BrokerId, MetadataImage, PartitionState, TopicImage};
 use crate::replica::now_ms;
 use crate::replica::partition::{IsrChange, Partition};
-use crate::replica::producer_replay::replay_producer_state;
 use crate::topics::{CreateTopicError, TopicInfo};
 
 /// The queue of ISR changes from partitions to the replication task.
@@ -218,8 +217,6 @@ impl ReplicaManager {
                 .create_log(topic_partition.clone(), log_config)
                 .map_err(|error| CreateTopicError::Storage(error.to_string()))?,
         };
-        let producers = replay_producer_state(&lock_log(&log))
-            .map_err(|error| CreateTopicError::Storage(error.to_string()))?;
         let partition = Arc::new(Partition::new(
             topic_partition,
             log,
@@ -229,7 +226,6 @@ impl ReplicaManager {
             self.appends.clone(),
             self.replica_lag_time_max_ms(),
             self.image.clone(),
-            producers,
             self.config.canaries,
         ));
         partition.apply_state(state);

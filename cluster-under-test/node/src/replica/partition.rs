@@ -16,8 +16,6 @@ use tokio::sync::watch;
 
 use crate::canary::{Canaries, Canary};
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
-use crate::producer_state::ProducerStateTable;
-use crate::replica::producer_replay::{record_producer_batches, replay_producer_state};
 use crate::replica::replication::{FollowerState, diverging_epoch, follower_truncation_offset};
 use crate::replica::{invariants, now_ms};
 
@@ -128,10 +126,6 @@ pub struct Partition {
     image: watch::Receiver<Arc<MetadataImage>>,
     /// Leader-side replication state.
     leader_state: Mutex<LeaderState>,
-    /// Idempotent-producer state (kafka-semantics.md §2), kept in step with the log: only
-    /// locked while the log lock is held (log first), updated on every leader and follower
-    /// append, rebuilt by replaying the log when the partition opens and after a truncation.
-    producers: Mutex<ProducerStateTable>,
     /// The deliberate bugs switched on (`logjam.canaries`; none by default).
     canaries: Canaries,
     /// Set when a follower ignored a diverging epoch under the `skip-follower-truncation`
@@ -141,7 +135,7 @@ pub struct Partition {
 
 impl Partition {
     /// A partition over `log`, not yet leader nor follower: [`Partition::apply_state`] gives
-    /// it its state. `producers` is the producer state replayed from the log.
+    /// it its state.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         topic_partition: TopicPartition,
@@ -152,7 +146,6 @@ impl Partition {
         appends: watch::Sender<u64>,
         replica_lag_time_max_ms: i64,
         image: watch::Receiver<Arc<MetadataImage>>,
-        producers: ProducerStateTable,
         canaries: Canaries,
     ) -> Partition {
         Partition {
@@ -169,7 +162,6 @@ impl Partition {
             replica_lag_time_max_ms,
             image,
             leader_state: Mutex::new(LeaderState::default()),
-            producers: Mutex::new(producers),
             canaries,
             divergence_ignored: AtomicBool::new(false),
         }
@@ -228,13 +220,6 @@ impl Partition {
 
     fn lock(&self) -> MutexGuard<'_, logjam_storage::Log> {
         lock_log(&self.log)
-    }
-
-    /// The producer state; callers hold the log lock first.
-    fn producers(&self) -> MutexGuard<'_, ProducerStateTable> {
-        self.producers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The partition's log start, high watermark and log end.
@@ -406,16 +391,13 @@ impl Partition {
             } else {
                 log.truncate_to(offset).map_err(|error| error.to_string())?;
             }
-            // Truncated batches may have been recorded: replay what is left.
-            *self.producers() = replay_producer_state(&log).map_err(|error| error.to_string())?;
+            // The log reloaded its producer state from a snapshot at or below the cut.
             return Ok(());
         }
         let whole = logjam_storage::batch::complete_batches_len(records);
         if whole > 0 {
             log.append_as_follower(&records[..whole], now_ms())
                 .map_err(|error| error.to_string())?;
-            // Followers track producers too, so dedupe survives a leader change (§2).
-            record_producer_batches(&mut self.producers(), &records[..whole]);
         }
         let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
         if high_watermark >= Offset(0) {

@@ -11,7 +11,7 @@ use logjam_storage::{LeaderEpoch, Offset};
 
 use crate::canary::Canary;
 use crate::metadata::{BrokerId, PartitionState};
-use crate::producer_state::{ProducerBatch, Verdict};
+use logjam_storage::{ProducerBatch, Verdict};
 use crate::replica::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, next_high_watermark,
     out_of_sync_replicas, should_expand_isr,
@@ -296,9 +296,10 @@ impl Partition {
         let producer_batch = idempotent_batch(&records)?;
         let appended = tokio::task::spawn_blocking(move || {
             let mut log = partition.lock();
-            let mut producers = partition.producers();
+            // The log owns the producer state (kafka-semantics.md §2) and records the batch
+            // when it appends it.
             if let Some(batch) = &producer_batch {
-                match producers.check(batch) {
+                match log.producer_state().check(batch) {
                     Ok(Verdict::Append) => {}
                     // CANARY(skip-idempotent-dedupe): a retry of a batch already in the log is
                     // appended again instead of answered with its original offsets.
@@ -318,7 +319,8 @@ impl Partition {
                     }
                     Err(error) => {
                         tracing::debug!(partition = %partition.topic_partition, %error, "batch refused");
-                        return Err(error.response_error());
+                        return Err(ResponseError::try_from_code(error.kafka_error_code())
+                            .unwrap_or(ResponseError::UnknownServerError));
                     }
                 }
             }
@@ -329,10 +331,6 @@ impl Partition {
                     ResponseError::try_from_code(error.kafka_error_code())
                         .unwrap_or(ResponseError::UnknownServerError)
                 })?;
-            if let Some(batch) = &producer_batch {
-                producers.record(batch, info.first_offset, info.last_offset);
-            }
-            drop(producers);
             let log_start_offset = log.log_start_offset().0;
             drop(log);
             partition.maybe_advance_high_watermark();

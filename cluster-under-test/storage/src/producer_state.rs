@@ -1,21 +1,19 @@
 //! Idempotent-producer state of one partition (kafka-semantics.md §2): per producer id, its
 //! epoch and the last [`NUM_BATCHES_TO_RETAIN`] batches (first and last sequence, first and
-//! last offset), and the validation of a client batch against it (Kafka's
-//! `ProducerStateManager`, `ProducerStateEntry`, `ProducerAppendInfo`).
+//! last offset, timestamp), and the validation of a client batch against it (Kafka's
+//! `ProducerStateEntry`, `ProducerAppendInfo`).
 //!
-//! Pure and synchronous: no I/O, no clock, no locks. `replica/partition.rs` owns one table per partition,
-//! checks a client batch with [`ProducerStateTable::check`] before the leader append, and
-//! records every appended batch with [`ProducerStateTable::record`], as leader, as follower
-//! (so dedupe survives a leader change when the batch was replicated) and when replaying the
-//! log after a restart or a truncation. There are no `.snapshot` files (§7.4): the state is
-//! rebuilt by replaying the whole log, which is what Kafka does without a snapshot. Expiry
-//! (`producer.id.expiration.ms`) is not implemented: ids stay until the log is replayed
-//! without their batches.
+//! Pure and synchronous: no I/O, no clock, no locks. The partition's [`crate::Log`] owns one
+//! table and records every batch it appends (leader and follower), so dedupe survives a leader
+//! change when the batch was replicated; the node checks a client batch with
+//! [`ProducerStateTable::check`] before the leader append. Snapshots, recovery and truncation
+//! live in `producer_snapshot.rs` and `log/producer.rs`. Expiry (`producer.id.expiration.ms`)
+//! is not implemented: ids stay until the log is replayed without their batches.
 
 use std::collections::{HashMap, VecDeque};
 
-use kafka_protocol::ResponseError;
-use logjam_storage::{BatchHeader, Offset};
+use crate::batch::BatchHeader;
+use crate::ids::Offset;
 
 /// Batches remembered per producer for dedupe (`ProducerStateEntry.NUM_BATCHES_TO_RETAIN`);
 /// the reason idempotence needs `max.in.flight.requests.per.connection ≤ 5`.
@@ -43,6 +41,15 @@ impl Sequence {
         }
     }
 
+    /// `self - delta`, wrapping below 0 to `i32::MAX` (`DefaultRecordBatch.decrementSequence`).
+    pub fn minus(self, delta: i32) -> Sequence {
+        if self.0 < delta {
+            Sequence(i32::MAX - (delta - self.0) + 1)
+        } else {
+            Sequence(self.0 - delta)
+        }
+    }
+
     /// Whether `next` directly follows `self` (`ProducerAppendInfo.inSequence`).
     pub fn is_followed_by(self, next: Sequence) -> bool {
         next.0 == self.0.wrapping_add(1) || (next.0 == 0 && self.0 == i32::MAX)
@@ -60,6 +67,8 @@ pub struct ProducerBatch {
     pub first_sequence: Sequence,
     /// `BaseSequence + LastOffsetDelta`, wrapping.
     pub last_sequence: Sequence,
+    /// The batch's `MaxTimestamp` (Kafka keeps it for the duplicate answer and for expiry).
+    pub max_timestamp_ms: i64,
 }
 
 impl ProducerBatch {
@@ -71,6 +80,7 @@ impl ProducerBatch {
             producer_epoch: ProducerEpoch(header.producer_epoch),
             first_sequence: Sequence(header.base_sequence),
             last_sequence: Sequence(header.base_sequence).plus(header.last_offset_delta.max(0)),
+            max_timestamp_ms: header.max_timestamp_ms,
         })
     }
 }
@@ -86,6 +96,8 @@ pub struct BatchMetadata {
     pub first_offset: Offset,
     /// Offset of its last record.
     pub last_offset: Offset,
+    /// Its `MaxTimestamp`.
+    pub timestamp_ms: i64,
 }
 
 /// What the partition knows of one producer (`ProducerStateEntry`).
@@ -95,6 +107,27 @@ pub struct ProducerEntry {
     pub epoch: ProducerEpoch,
     /// The last batches of that epoch, oldest first, at most [`NUM_BATCHES_TO_RETAIN`].
     pub batches: VecDeque<BatchMetadata>,
+    /// The epoch of the transaction coordinator that wrote this producer's last marker (-1:
+    /// none). Kept and snapshotted for the transactions work; nothing sets it yet.
+    pub coordinator_epoch: i32,
+    /// The first offset of the producer's open transaction, if any. Kept and snapshotted for
+    /// the transactions work; nothing sets it yet.
+    pub current_txn_first_offset: Option<Offset>,
+    /// The timestamp of the producer's last write (Kafka's `lastTimestamp`, for expiry).
+    pub last_timestamp_ms: i64,
+}
+
+impl ProducerEntry {
+    /// An entry of `epoch` with no batch retained yet.
+    pub fn new(epoch: ProducerEpoch) -> ProducerEntry {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+            last_timestamp_ms: -1,
+        }
+    }
 }
 
 /// What to do with a client batch that passed validation.
@@ -137,13 +170,12 @@ pub enum ProducerStateError {
 }
 
 impl ProducerStateError {
-    /// The Kafka error the produce response carries.
-    pub fn response_error(&self) -> ResponseError {
+    /// The Kafka error code the produce response carries: 47 `INVALID_PRODUCER_EPOCH` or 45
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+    pub fn kafka_error_code(&self) -> i16 {
         match self {
-            ProducerStateError::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch,
-            ProducerStateError::OutOfOrderSequence { .. } => {
-                ResponseError::OutOfOrderSequenceNumber
-            }
+            ProducerStateError::StaleEpoch { .. } => 47,
+            ProducerStateError::OutOfOrderSequence { .. } => 45,
         }
     }
 }
@@ -173,6 +205,27 @@ impl ProducerStateTable {
     /// Whether the table tracks no producer.
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
+    }
+
+    /// Every producer and its entry, by ascending producer id (the snapshot order).
+    pub fn entries(&self) -> Vec<(ProducerId, &ProducerEntry)> {
+        let mut entries: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(id, entry)| (*id, entry))
+            .collect();
+        entries.sort_by_key(|(id, _)| *id);
+        entries
+    }
+
+    /// Puts `entry` in for `producer_id`, replacing what was there (loading a snapshot).
+    pub fn insert(&mut self, producer_id: ProducerId, entry: ProducerEntry) {
+        self.producers.insert(producer_id, entry);
+    }
+
+    /// Forgets every producer.
+    pub fn clear(&mut self) {
+        self.producers.clear();
     }
 
     /// Validates a batch from a client, in Kafka's order (§2): a duplicate of a retained
@@ -235,10 +288,7 @@ impl ProducerStateTable {
         let entry = self
             .producers
             .entry(batch.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: batch.producer_epoch,
-                batches: VecDeque::new(),
-            });
+            .or_insert_with(|| ProducerEntry::new(batch.producer_epoch));
         if entry.epoch != batch.producer_epoch {
             entry.epoch = batch.producer_epoch;
             entry.batches.clear();
@@ -248,7 +298,9 @@ impl ProducerStateTable {
             last_sequence: batch.last_sequence,
             first_offset,
             last_offset,
+            timestamp_ms: batch.max_timestamp_ms,
         });
+        entry.last_timestamp_ms = batch.max_timestamp_ms;
         while entry.batches.len() > NUM_BATCHES_TO_RETAIN {
             entry.batches.pop_front();
         }
@@ -267,6 +319,7 @@ mod tests {
             producer_epoch: ProducerEpoch(epoch),
             first_sequence: Sequence(first),
             last_sequence: Sequence(last),
+            max_timestamp_ms: 0,
         }
     }
 
@@ -416,6 +469,9 @@ mod tests {
         assert_eq!(Sequence(i32::MAX).plus(1), Sequence(0));
         assert_eq!(Sequence(i32::MAX - 1).plus(3), Sequence(1));
         assert_eq!(Sequence(5).plus(4), Sequence(9));
+        assert_eq!(Sequence(0).minus(1), Sequence(i32::MAX));
+        assert_eq!(Sequence(1).minus(3), Sequence(i32::MAX - 1));
+        assert_eq!(Sequence(9).minus(4), Sequence(5));
         assert!(Sequence(i32::MAX).is_followed_by(Sequence(0)));
         assert!(Sequence(3).is_followed_by(Sequence(4)));
         assert!(!Sequence(3).is_followed_by(Sequence(5)));
@@ -424,8 +480,8 @@ mod tests {
     #[test]
     fn errors_map_to_kafka_codes() {
         let stale = table(&[(1, 0, 0)]).check(&batch(0, 1, 1)).unwrap_err();
-        assert_eq!(stale.response_error().code(), 47);
+        assert_eq!(stale.kafka_error_code(), 47);
         let gap = table(&[(0, 0, 0)]).check(&batch(0, 2, 2)).unwrap_err();
-        assert_eq!(gap.response_error().code(), 45);
+        assert_eq!(gap.kafka_error_code(), 45);
     }
 }
