@@ -21,6 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 use crate::handlers::{self, Reply};
+use crate::versions;
 
 /// What the connection does after a frame.
 #[derive(Debug)]
@@ -33,23 +34,13 @@ pub enum FrameOutcome {
     Close(&'static str),
 }
 
-/// The APIs this node serves, with the versions it accepts.
+/// The APIs this node serves, with the versions it accepts ([`versions::CLIENT_APIS`]).
 pub fn supported_versions() -> Vec<ApiVersion> {
-    handlers::SUPPORTED_APIS
-        .iter()
-        .map(|key| {
-            let range = key.valid_versions();
-            ApiVersion::default()
-                .with_api_key(*key as i16)
-                .with_min_version(range.min)
-                .with_max_version(range.max)
-        })
-        .collect()
+    versions::advertised(versions::CLIENT_APIS)
 }
 
 fn is_supported(key: ApiKey, version: i16) -> bool {
-    let range = key.valid_versions();
-    handlers::SUPPORTED_APIS.contains(&key) && (range.min..=range.max).contains(&version)
+    versions::serves(versions::CLIENT_APIS, key, version)
 }
 
 /// Handles one request frame (without its 4-byte length prefix).

@@ -17,6 +17,7 @@
 //! - [`config`]: `server.properties` with Kafka's names and defaults; unknown keys are errors.
 //! - [`server`]: the listener, per-connection loops, periodic flush/checkpoint, clean shutdown.
 //! - [`frame`]: untrusted bytes to requests and responses back; never panics on any input.
+//! - [`versions`]: the APIs and version ranges each listener serves and advertises.
 //! - [`handlers`]: ApiVersions, Metadata, CreateTopics, Produce, Fetch, ListOffsets,
 //!   InitProducerId.
 //! - [`broker`]: shared state; the partition as leader (acks, ISR, high watermark).
@@ -49,3 +50,4 @@ pub mod replica_fetcher;
 pub mod replication;
 pub mod server;
 pub mod topics;
+pub mod versions;

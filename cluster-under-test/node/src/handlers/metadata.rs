@@ -25,7 +25,7 @@ use crate::metadata::{MetadataImage, TopicImage};
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 /// Describes the requested topics (all of them when the list is null).
-pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -> MetadataResponse {
+pub async fn handle(broker: &Broker, request: &MetadataRequest, version: i16) -> MetadataResponse {
     // Auto-create what is missing first, in one CreateTopics.
     if let Some(requested) = &request.topics
         && request.allow_auto_topic_creation
@@ -58,7 +58,12 @@ pub async fn handle(broker: &Broker, request: &MetadataRequest, _version: i16) -
         }
     }
     let image = broker.image();
-    let topics = match &request.topics {
+    // Every topic: a null list, or in v0 (which has no null) an empty one.
+    let every_topic = request
+        .topics
+        .as_ref()
+        .is_none_or(|topics| version == 0 && topics.is_empty());
+    let topics = match request.topics.as_ref().filter(|_| !every_topic) {
         None => image
             .topics
             .values()

@@ -178,22 +178,6 @@ pub(super) async fn accept_loop(
     }
 }
 
-/// The APIs the controller listener answers.
-pub(super) const CONTROLLER_APIS: &[ApiKey] = &[
-    ApiKey::Fetch,
-    ApiKey::Vote,
-    ApiKey::BeginQuorumEpoch,
-    ApiKey::EndQuorumEpoch,
-    ApiKey::FetchSnapshot,
-    ApiKey::DescribeQuorum,
-    ApiKey::BrokerRegistration,
-    ApiKey::BrokerHeartbeat,
-    ApiKey::AlterPartition,
-    ApiKey::CreateTopics,
-    ApiKey::AllocateProducerIds,
-    ApiKey::ApiVersions,
-];
-
 /// One connection on the controller listener: KRaft RPCs go to the Raft node; controller APIs
 /// to the controller (answered `NOT_CONTROLLER` unless this node is active); anything else
 /// closes the connection, as Kafka's controller listener rejects client APIs.
@@ -221,8 +205,8 @@ pub(super) async fn controller_connection(
         let Ok(key) = ApiKey::try_from(api_key) else {
             return;
         };
-        let range = key.valid_versions();
-        if !CONTROLLER_APIS.contains(&key) || !(range.min..=range.max).contains(&version) {
+        // The APIs and versions of `versions::CONTROLLER_APIS` only.
+        if !crate::versions::serves(crate::versions::CONTROLLER_APIS, key, version) {
             return;
         }
         let decoded = std::panic::catch_unwind(move || {
@@ -238,16 +222,7 @@ pub(super) async fn controller_connection(
         let correlation_id = header.correlation_id;
         match body {
             RequestKind::ApiVersions(_) => {
-                let versions = CONTROLLER_APIS
-                    .iter()
-                    .map(|key| {
-                        let range = key.valid_versions();
-                        ApiVersion::default()
-                            .with_api_key(*key as i16)
-                            .with_min_version(range.min)
-                            .with_max_version(range.max)
-                    })
-                    .collect();
+                let versions = crate::versions::advertised(crate::versions::CONTROLLER_APIS);
                 let body = ResponseKind::ApiVersions(
                     ApiVersionsResponse::default().with_api_keys(versions),
                 );
