@@ -564,7 +564,7 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
         "client listener",
         &client_apis,
         &mut context,
-        |key, version, context| request_for(key, version, context),
+        request_for,
         check,
     );
 
@@ -576,7 +576,7 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
         "controller listener",
         &controller_apis,
         &mut context,
-        |key, version, context| controller::request_for(key, version, context),
+        controller::request_for,
         controller::check,
     );
     failures.extend(controller_failures);
