@@ -4,8 +4,10 @@
 //! Each range is what the node's handlers really implement and the version sweep
 //! (`tests/api_version_sweep.rs`) answers correctly, not the whole range `kafka-protocol` knows:
 //! that crate's `ApiKey::valid_versions` includes versions Kafka marks unstable (InitProducerId
-//! v6, whose 2PC fields its message types cannot encode), and the controller listener's Fetch is
-//! the KRaft fetch, which needs `LastFetchedEpoch` (v12+) to detect a diverging log.
+//! v6, whose 2PC fields its message types cannot encode), DescribeQuorum stops at v1 (v2's
+//! voter endpoints are not tracked, so a v2 answer would be missing them), and the controller
+//! listener's Fetch is the KRaft fetch, which needs `LastFetchedEpoch` (v12+) to detect a
+//! diverging log.
 //!
 //! The minimums are Kafka 4's (KIP-896 removed Produce v0-v2, Fetch v0-v3, ListOffsets v0 and
 //! CreateTopics v0-v1, and `kafka-protocol` 0.18 cannot decode them either). Clients that still
@@ -28,7 +30,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DescribeQuorum, 0, 2),
+    // v2 adds the voters' endpoints (`Nodes`, KIP-853), which the quorum does not track.
+    (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
     (ApiKey::InitProducerId, 0, 5),
 ];
@@ -41,7 +44,7 @@ pub const CONTROLLER_APIS: &[Served] = &[
     (ApiKey::BeginQuorumEpoch, 0, 1),
     (ApiKey::EndQuorumEpoch, 0, 1),
     (ApiKey::FetchSnapshot, 0, 1),
-    (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 1),
     (ApiKey::BrokerRegistration, 0, 4),
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AlterPartition, 2, 3),
