@@ -75,8 +75,9 @@ impl Connection {
             .with_client_id(Some(text("logjam-sweep")))
             .encode(&mut buf, key.request_header_version(version))
             .map_err(|error| format!("the test cannot encode the header: {error}"))?;
-        body.encode(&mut buf, version)
-            .map_err(|error| format!("the test cannot encode its request: {error}"))?;
+        body.encode(&mut buf, version).map_err(|error| {
+            format!("no request of this version can be encoded (so none decoded): {error}")
+        })?;
         let length = i32::try_from(buf.len() - 4).unwrap();
         buf[..4].copy_from_slice(&length.to_be_bytes());
         let answered = self
