@@ -19,21 +19,9 @@ mod list_offsets;
 mod metadata;
 mod produce;
 
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
-
-/// The APIs this node answers; ApiVersions advertises exactly these.
-pub const SUPPORTED_APIS: &[ApiKey] = &[
-    ApiKey::Produce,
-    ApiKey::Fetch,
-    ApiKey::ListOffsets,
-    ApiKey::Metadata,
-    ApiKey::ApiVersions,
-    ApiKey::CreateTopics,
-    ApiKey::DescribeQuorum,
-    ApiKey::InitProducerId,
-];
 
 /// What a handler wants sent back.
 #[derive(Debug)]
@@ -104,7 +92,7 @@ pub async fn dispatch(
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }
         other => {
-            // network/framing.rs only lets SUPPORTED_APIS through, so this is a bug, not bad input.
+            // network/framing.rs only lets versions::CLIENT_APIS through, so this is a bug, not bad input.
             tracing::error!(client_id = ?header.client_id, request = ?std::mem::discriminant(&other),
                 "request for an API without a handler");
             return Reply::Close("no handler for this API");

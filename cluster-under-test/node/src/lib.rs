@@ -39,6 +39,7 @@
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions split into
 //!   cluster (registration, fencing), replication (topics, AlterPartition) and producer-id
 //!   control, the metadata log on disk, the controller listener.
+//! - [`versions`]: the APIs and version ranges each listener serves and advertises.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
 //! - [`config`]: `server.properties` with Kafka's names and defaults (the property table in
 //!   `config/properties.rs`); unknown keys are errors.
@@ -63,3 +64,4 @@ pub mod metadata;
 pub mod network;
 pub mod replica;
 pub mod topics;
+pub mod versions;

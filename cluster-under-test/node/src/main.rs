@@ -9,12 +9,22 @@ use logjam_node::config::Config;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// A Kafka-compatible node (broker role) for logjam's tests.
+///
+/// Started as Kafka's `kafka-server-start.sh server.properties`: the properties file is the
+/// positional argument (`--config FILE` is still accepted, for scripts written against it).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
     /// The server.properties file (Kafka property names).
-    #[arg(long, short)]
-    config: PathBuf,
+    #[arg(
+        value_name = "SERVER_PROPERTIES",
+        required_unless_present = "config_flag",
+        conflicts_with = "config_flag"
+    )]
+    config: Option<PathBuf>,
+    /// The same file, named by a flag (the form this binary accepted first).
+    #[arg(long = "config", short = 'c', value_name = "SERVER_PROPERTIES")]
+    config_flag: Option<PathBuf>,
     /// Override one property, `key=value`; may be repeated.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
@@ -22,6 +32,10 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let config_path = args
+        .config
+        .or(args.config_flag)
+        .expect("clap requires the properties file, positionally or with --config");
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -30,8 +44,8 @@ fn main() -> anyhow::Result<()> {
         // Colour codes only for a terminal: the lab captures stderr into node.log.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = Config::load(&args.config, &args.overrides)
-        .with_context(|| format!("invalid configuration in {}", args.config.display()))?;
+    let config = Config::load(&config_path, &args.overrides)
+        .with_context(|| format!("invalid configuration in {}", config_path.display()))?;
     let open_files = logjam_node::network::server::raise_open_files_limit();
     tracing::debug!(open_files, "open files limit");
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -42,7 +42,7 @@ pub async fn handle(
     topics: &TopicCreator,
     cluster: &Cluster<'_>,
     request: &MetadataRequest,
-    _version: i16,
+    version: i16,
 ) -> MetadataResponse {
     // Auto-create what is missing first, in one CreateTopics.
     if let Some(requested) = &request.topics
@@ -76,7 +76,12 @@ pub async fn handle(
         }
     }
     let image = replicas.image();
-    let topics = match &request.topics {
+    // Every topic: a null list, or in v0 (which has no null) an empty one.
+    let every_topic = request
+        .topics
+        .as_ref()
+        .is_none_or(|topics| version == 0 && topics.is_empty());
+    let topics = match request.topics.as_ref().filter(|_| !every_topic) {
         None => image
             .topics
             .values()

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::broker_registration_request::Listener as RegistrationListener;
 use kafka_protocol::messages::describe_quorum_response::{
     PartitionData as QuorumPartition, ReplicaState, TopicData as QuorumTopic,

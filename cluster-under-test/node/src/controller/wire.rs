@@ -23,6 +23,9 @@ use crate::controller::entry_codec::{decode_entries, encode_entries};
 /// The metadata topic's name.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
 
+/// The metadata topic's id, fixed by Kafka (`Uuid.METADATA_TOPIC_ID`, 1).
+pub const METADATA_TOPIC_ID: uuid::Uuid = uuid::Uuid::from_u128(1);
+
 /// The version this node sends for each KRaft API.
 pub fn version_of(key: ApiKey) -> i16 {
     match key {
@@ -347,8 +350,11 @@ pub fn response_to_wire(message: &Message) -> Option<ResponseKind> {
             }
             ResponseKind::Fetch(
                 kafka_protocol::messages::FetchResponse::default().with_responses(vec![
+                    // Name (v12) and Kafka's fixed id of the metadata topic (v13+): the
+                    // response is encoded at the request's version, which keeps the one it has.
                     fetch_response::FetchableTopicResponse::default()
                         .with_topic(topic())
+                        .with_topic_id(METADATA_TOPIC_ID)
                         .with_partitions(vec![partition]),
                 ]),
             )

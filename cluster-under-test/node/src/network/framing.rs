@@ -26,6 +26,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::api::{self as handlers, Reply};
 use crate::broker::Broker;
+use crate::versions::{self, Served};
 
 /// What the connection does after a frame.
 #[derive(Debug)]
@@ -38,23 +39,13 @@ pub enum FrameOutcome {
     Close(&'static str),
 }
 
-/// The APIs this node serves, with the versions it accepts.
+/// The APIs this node serves, with the versions it accepts ([`versions::CLIENT_APIS`]).
 pub fn supported_versions() -> Vec<ApiVersion> {
-    handlers::SUPPORTED_APIS
-        .iter()
-        .map(|key| {
-            let range = key.valid_versions();
-            ApiVersion::default()
-                .with_api_key(*key as i16)
-                .with_min_version(range.min)
-                .with_max_version(range.max)
-        })
-        .collect()
+    versions::advertised(versions::CLIENT_APIS)
 }
 
 fn is_supported(key: ApiKey, version: i16) -> bool {
-    let range = key.valid_versions();
-    handlers::SUPPORTED_APIS.contains(&key) && (range.min..=range.max).contains(&version)
+    versions::serves(versions::CLIENT_APIS, key, version)
 }
 
 /// Handles one request frame (without its 4-byte length prefix).
@@ -226,15 +217,14 @@ pub async fn read_frame<R: AsyncReadExt + Unpin>(
 /// malformed, names another API or a version outside the API's range. Never panics.
 pub fn decode_allowed_request(
     frame: Bytes,
-    allowed: &[ApiKey],
+    allowed: &[Served],
 ) -> Option<(ApiKey, i16, RequestHeader, RequestKind)> {
     if frame.len() < 8 {
         return None;
     }
     let key = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()?;
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let range = key.valid_versions();
-    if !allowed.contains(&key) || !(range.min..=range.max).contains(&version) {
+    if !versions::serves(allowed, key, version) {
         return None;
     }
     let decoded = std::panic::catch_unwind(AssertUnwindSafe(move || {

@@ -244,7 +244,8 @@ impl Encodable for AddPartitionsToTxnResponse {
                 .encode(buf, &self.results_by_transaction)?;
         } else {
             if !self.results_by_transaction.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
@@ -257,7 +258,8 @@ impl Encodable for AddPartitionsToTxnResponse {
             }
         } else {
             if !self.results_by_topic_v3_and_below.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {
@@ -285,7 +287,8 @@ impl Encodable for AddPartitionsToTxnResponse {
                 .compute_size(&self.results_by_transaction)?;
         } else {
             if !self.results_by_transaction.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
@@ -298,7 +301,8 @@ impl Encodable for AddPartitionsToTxnResponse {
             }
         } else {
             if !self.results_by_topic_v3_and_below.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {
@@ -439,14 +443,16 @@ impl Encodable for AddPartitionsToTxnResult {
             types::CompactString.encode(buf, &self.transactional_id)?;
         } else {
             if !self.transactional_id.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.topic_results)?;
         } else {
             if !self.topic_results.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {
@@ -469,7 +475,8 @@ impl Encodable for AddPartitionsToTxnResult {
             total_size += types::CompactString.compute_size(&self.transactional_id)?;
         } else {
             if !self.transactional_id.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
@@ -477,7 +484,8 @@ impl Encodable for AddPartitionsToTxnResult {
                 types::CompactArray(types::Struct { version }).compute_size(&self.topic_results)?;
         } else {
             if !self.topic_results.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {

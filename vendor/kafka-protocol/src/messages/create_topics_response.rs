@@ -118,7 +118,8 @@ impl Encodable for CreatableTopicConfigs {
             types::CompactString.encode(buf, &self.name)?;
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
@@ -130,14 +131,16 @@ impl Encodable for CreatableTopicConfigs {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
             types::Boolean.encode(buf, &self.read_only)?;
         } else {
             if self.read_only {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
@@ -147,7 +150,8 @@ impl Encodable for CreatableTopicConfigs {
             types::Boolean.encode(buf, &self.is_sensitive)?;
         } else {
             if self.is_sensitive {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
@@ -170,7 +174,8 @@ impl Encodable for CreatableTopicConfigs {
             total_size += types::CompactString.compute_size(&self.name)?;
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
@@ -182,14 +187,16 @@ impl Encodable for CreatableTopicConfigs {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
             total_size += types::Boolean.compute_size(&self.read_only)?;
         } else {
             if self.read_only {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {
@@ -199,7 +206,8 @@ impl Encodable for CreatableTopicConfigs {
             total_size += types::Boolean.compute_size(&self.is_sensitive)?;
         } else {
             if self.is_sensitive {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 {

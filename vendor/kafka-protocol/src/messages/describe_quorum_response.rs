@@ -109,7 +109,8 @@ impl Encodable for DescribeQuorumResponse {
             types::CompactArray(types::Struct { version }).encode(buf, &self.nodes)?;
         } else {
             if !self.nodes.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -136,7 +137,8 @@ impl Encodable for DescribeQuorumResponse {
                 types::CompactArray(types::Struct { version }).compute_size(&self.nodes)?;
         } else {
             if !self.nodes.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -279,21 +281,24 @@ impl Encodable for Listener {
             types::CompactString.encode(buf, &self.name)?;
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
             types::CompactString.encode(buf, &self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
             types::UInt16.encode(buf, &self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -314,21 +319,24 @@ impl Encodable for Listener {
             total_size += types::CompactString.compute_size(&self.name)?;
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
             total_size += types::CompactString.compute_size(&self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
             total_size += types::UInt16.compute_size(&self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -458,14 +466,16 @@ impl Encodable for Node {
             types::Int32.encode(buf, &self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.listeners)?;
         } else {
             if !self.listeners.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -486,7 +496,8 @@ impl Encodable for Node {
             total_size += types::Int32.compute_size(&self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 {
@@ -494,7 +505,8 @@ impl Encodable for Node {
                 types::CompactArray(types::Struct { version }).compute_size(&self.listeners)?;
         } else {
             if !self.listeners.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -910,7 +922,8 @@ impl Encodable for ReplicaState {
             types::Uuid.encode(buf, &self.replica_directory_id)?;
         } else {
             if &self.replica_directory_id != &Uuid::nil() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         types::Int64.encode(buf, &self.log_end_offset)?;
@@ -939,7 +952,8 @@ impl Encodable for ReplicaState {
             total_size += types::Uuid.compute_size(&self.replica_directory_id)?;
         } else {
             if &self.replica_directory_id != &Uuid::nil() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         total_size += types::Int64.compute_size(&self.log_end_offset)?;

@@ -208,14 +208,16 @@ impl Encodable for EpochEndOffset {
             types::Int32.encode(buf, &self.epoch)?;
         } else {
             if self.epoch != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
             types::Int64.encode(buf, &self.end_offset)?;
         } else {
             if self.end_offset != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -238,14 +240,16 @@ impl Encodable for EpochEndOffset {
             total_size += types::Int32.compute_size(&self.epoch)?;
         } else {
             if self.epoch != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
             total_size += types::Int64.compute_size(&self.end_offset)?;
         } else {
             if self.end_offset != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -418,7 +422,8 @@ impl Encodable for FetchResponse {
             types::Int32.encode(buf, &self.session_id)?;
         } else {
             if self.session_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -470,7 +475,8 @@ impl Encodable for FetchResponse {
             total_size += types::Int32.compute_size(&self.session_id)?;
         } else {
             if self.session_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -839,14 +845,16 @@ impl Encodable for LeaderIdAndEpoch {
             types::Int32.encode(buf, &self.leader_id)?;
         } else {
             if self.leader_id != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
             types::Int32.encode(buf, &self.leader_epoch)?;
         } else {
             if self.leader_epoch != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -869,14 +877,16 @@ impl Encodable for LeaderIdAndEpoch {
             total_size += types::Int32.compute_size(&self.leader_id)?;
         } else {
             if self.leader_id != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
             total_size += types::Int32.compute_size(&self.leader_epoch)?;
         } else {
             if self.leader_epoch != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -1031,28 +1041,32 @@ impl Encodable for NodeEndpoint {
             types::Int32.encode(buf, &self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             types::CompactString.encode(buf, &self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             types::Int32.encode(buf, &self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             types::CompactString.encode(buf, &self.rack)?;
         } else {
             if !self.rack.is_none() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -1075,28 +1089,32 @@ impl Encodable for NodeEndpoint {
             total_size += types::Int32.compute_size(&self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             total_size += types::CompactString.compute_size(&self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             total_size += types::Int32.compute_size(&self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 16 {
             total_size += types::CompactString.compute_size(&self.rack)?;
         } else {
             if !self.rack.is_none() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -1376,7 +1394,8 @@ impl Encodable for PartitionData {
             types::Int32.encode(buf, &self.preferred_read_replica)?;
         } else {
             if self.preferred_read_replica != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {
@@ -1464,7 +1483,8 @@ impl Encodable for PartitionData {
             total_size += types::Int32.compute_size(&self.preferred_read_replica)?;
         } else {
             if self.preferred_read_replica != -1 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 12 {

@@ -132,35 +132,40 @@ impl Encodable for Coordinator {
             types::CompactString.encode(buf, &self.key)?;
         } else {
             if !self.key.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::Int32.encode(buf, &self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::CompactString.encode(buf, &self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::Int32.encode(buf, &self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::Int16.encode(buf, &self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
@@ -186,35 +191,40 @@ impl Encodable for Coordinator {
             total_size += types::CompactString.compute_size(&self.key)?;
         } else {
             if !self.key.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             total_size += types::Int32.compute_size(&self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             total_size += types::CompactString.compute_size(&self.host)?;
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             total_size += types::Int32.compute_size(&self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             total_size += types::Int16.compute_size(&self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
@@ -445,7 +455,8 @@ impl Encodable for FindCoordinatorResponse {
             types::Int16.encode(buf, &self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 1 && version <= 3 {
@@ -459,7 +470,8 @@ impl Encodable for FindCoordinatorResponse {
             types::Int32.encode(buf, &self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
@@ -470,21 +482,24 @@ impl Encodable for FindCoordinatorResponse {
             }
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
             types::Int32.encode(buf, &self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.coordinators)?;
         } else {
             if !self.coordinators.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {
@@ -510,7 +525,8 @@ impl Encodable for FindCoordinatorResponse {
             total_size += types::Int16.compute_size(&self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 1 && version <= 3 {
@@ -524,7 +540,8 @@ impl Encodable for FindCoordinatorResponse {
             total_size += types::Int32.compute_size(&self.node_id)?;
         } else {
             if self.node_id != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
@@ -535,14 +552,16 @@ impl Encodable for FindCoordinatorResponse {
             }
         } else {
             if !self.host.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 3 {
             total_size += types::Int32.compute_size(&self.port)?;
         } else {
             if self.port != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 4 {
@@ -550,7 +569,8 @@ impl Encodable for FindCoordinatorResponse {
                 types::CompactArray(types::Struct { version }).compute_size(&self.coordinators)?;
         } else {
             if !self.coordinators.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 3 {

@@ -111,7 +111,8 @@ impl Encodable for OffsetFetchResponse {
             }
         } else {
             if !self.topics.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 && version <= 7 {
@@ -121,7 +122,8 @@ impl Encodable for OffsetFetchResponse {
             types::CompactArray(types::Struct { version }).encode(buf, &self.groups)?;
         } else {
             if !self.groups.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -152,7 +154,8 @@ impl Encodable for OffsetFetchResponse {
             }
         } else {
             if !self.topics.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 2 && version <= 7 {
@@ -163,7 +166,8 @@ impl Encodable for OffsetFetchResponse {
                 types::CompactArray(types::Struct { version }).compute_size(&self.groups)?;
         } else {
             if !self.groups.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -322,21 +326,24 @@ impl Encodable for OffsetFetchResponseGroup {
             types::CompactString.encode(buf, &self.group_id)?;
         } else {
             if !self.group_id.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
         } else {
             if !self.topics.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             types::Int16.encode(buf, &self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -359,7 +366,8 @@ impl Encodable for OffsetFetchResponseGroup {
             total_size += types::CompactString.compute_size(&self.group_id)?;
         } else {
             if !self.group_id.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
@@ -367,14 +375,16 @@ impl Encodable for OffsetFetchResponseGroup {
                 types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
         } else {
             if !self.topics.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             total_size += types::Int16.compute_size(&self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -550,14 +560,16 @@ impl Encodable for OffsetFetchResponsePartition {
             types::Int32.encode(buf, &self.partition_index)?;
         } else {
             if self.partition_index != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
             types::Int64.encode(buf, &self.committed_offset)?;
         } else {
             if self.committed_offset != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 && version <= 7 {
@@ -576,14 +588,16 @@ impl Encodable for OffsetFetchResponsePartition {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
             types::Int16.encode(buf, &self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -606,14 +620,16 @@ impl Encodable for OffsetFetchResponsePartition {
             total_size += types::Int32.compute_size(&self.partition_index)?;
         } else {
             if self.partition_index != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
             total_size += types::Int64.compute_size(&self.committed_offset)?;
         } else {
             if self.committed_offset != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 5 && version <= 7 {
@@ -632,14 +648,16 @@ impl Encodable for OffsetFetchResponsePartition {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
             total_size += types::Int16.compute_size(&self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -833,14 +851,16 @@ impl Encodable for OffsetFetchResponsePartitions {
             types::Int32.encode(buf, &self.partition_index)?;
         } else {
             if self.partition_index != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             types::Int64.encode(buf, &self.committed_offset)?;
         } else {
             if self.committed_offset != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
@@ -855,14 +875,16 @@ impl Encodable for OffsetFetchResponsePartitions {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             types::Int16.encode(buf, &self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -885,14 +907,16 @@ impl Encodable for OffsetFetchResponsePartitions {
             total_size += types::Int32.compute_size(&self.partition_index)?;
         } else {
             if self.partition_index != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             total_size += types::Int64.compute_size(&self.committed_offset)?;
         } else {
             if self.committed_offset != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
@@ -907,14 +931,16 @@ impl Encodable for OffsetFetchResponsePartitions {
                 .map(|x| x.is_empty())
                 .unwrap_or_default()
             {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 8 {
             total_size += types::Int16.compute_size(&self.error_code)?;
         } else {
             if self.error_code != 0 {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -1066,7 +1092,8 @@ impl Encodable for OffsetFetchResponseTopic {
             }
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
@@ -1077,7 +1104,8 @@ impl Encodable for OffsetFetchResponseTopic {
             }
         } else {
             if !self.partitions.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -1104,7 +1132,8 @@ impl Encodable for OffsetFetchResponseTopic {
             }
         } else {
             if !self.name.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version <= 7 {
@@ -1117,7 +1146,8 @@ impl Encodable for OffsetFetchResponseTopic {
             }
         } else {
             if !self.partitions.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -1272,7 +1302,8 @@ impl Encodable for OffsetFetchResponseTopics {
             types::CompactArray(types::Struct { version }).encode(buf, &self.partitions)?;
         } else {
             if !self.partitions.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {
@@ -1302,7 +1333,8 @@ impl Encodable for OffsetFetchResponseTopics {
                 types::CompactArray(types::Struct { version }).compute_size(&self.partitions)?;
         } else {
             if !self.partitions.is_empty() {
-                bail!("A field is set that is not available on the selected protocol version");
+                // logjam: a response field this version lacks is left out (README.logjam.md).
+                // (was: bail!("A field is set that is not available on the selected protocol version"))
             }
         }
         if version >= 6 {

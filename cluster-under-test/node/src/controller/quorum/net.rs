@@ -117,22 +117,6 @@ pub(super) async fn accept_loop(
     }
 }
 
-/// The APIs the controller listener answers.
-pub(super) const CONTROLLER_APIS: &[ApiKey] = &[
-    ApiKey::Fetch,
-    ApiKey::Vote,
-    ApiKey::BeginQuorumEpoch,
-    ApiKey::EndQuorumEpoch,
-    ApiKey::FetchSnapshot,
-    ApiKey::DescribeQuorum,
-    ApiKey::BrokerRegistration,
-    ApiKey::BrokerHeartbeat,
-    ApiKey::AlterPartition,
-    ApiKey::CreateTopics,
-    ApiKey::AllocateProducerIds,
-    ApiKey::ApiVersions,
-];
-
 /// One connection on the controller listener: KRaft RPCs go to the Raft node; controller APIs
 /// to the controller (answered `NOT_CONTROLLER` unless this node is active); anything else
 /// closes the connection, as Kafka's controller listener rejects client APIs.
@@ -152,23 +136,15 @@ pub(super) async fn controller_connection(
         }
     });
     while let Some(frame) = read_frame(&mut reader, MAX_FRAME_BYTES).await {
-        let Some((key, version, header, body)) = decode_allowed_request(frame, CONTROLLER_APIS)
+        let Some((key, version, header, body)) =
+            decode_allowed_request(frame, crate::versions::CONTROLLER_APIS)
         else {
             return;
         };
         let correlation_id = header.correlation_id;
         match body {
             RequestKind::ApiVersions(_) => {
-                let versions = CONTROLLER_APIS
-                    .iter()
-                    .map(|key| {
-                        let range = key.valid_versions();
-                        ApiVersion::default()
-                            .with_api_key(*key as i16)
-                            .with_min_version(range.min)
-                            .with_max_version(range.max)
-                    })
-                    .collect();
+                let versions = crate::versions::advertised(crate::versions::CONTROLLER_APIS);
                 let body = ResponseKind::ApiVersions(
                     ApiVersionsResponse::default().with_api_keys(versions),
                 );

@@ -11,12 +11,12 @@ use logjam_storage::{LeaderEpoch, Offset};
 
 use crate::canary::Canary;
 use crate::metadata::{BrokerId, PartitionState};
-use logjam_storage::{ProducerBatch, Verdict};
 use crate::replica::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, next_high_watermark,
     out_of_sync_replicas, should_expand_isr,
 };
 use crate::replica::{invariants, now_ms};
+use logjam_storage::{ProducerBatch, Verdict};
 
 use super::{Acks, Appended, IsrChange, Partition};
 
