@@ -54,7 +54,7 @@
 //! | `G1c` | cycle of ww/wr edges, ≥ 1 wr | [`queue::cycles`] | allowed with ww edges, else bad |
 //! | `G-single` | cycle with exactly one rw edge | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
-//! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless `read_committed` |
+//! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless polls are snapshot reads (not even read_committed polls are atomic) |
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when

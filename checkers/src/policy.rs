@@ -22,9 +22,9 @@ pub struct QueueOptions {
     /// that stopped at v_i does not prove v_(i+1) absent, so rw edges prove nothing and
     /// G-single/G2 are allowed unless this is set.
     pub snapshot_reads: bool,
-    /// Consumers read with `isolation.level=read_committed` (header `config.isolation_level`):
-    /// the sends they read are transactions, which are all-or-nothing to such readers, so a
-    /// partial read of one is bad. Plain sends are not atomic to readers.
+    /// Consumers read with `isolation.level=read_committed` (header `config.isolation_level`).
+    /// Recorded for the read-committed checks; it does not make one poll atomic (see
+    /// [`Policy::queue`] on `partial-read`).
     pub read_committed: bool,
 }
 
@@ -101,10 +101,16 @@ impl Policy {
                     .to_owned(),
             );
         }
-        if !options.read_committed {
+        // Not even read_committed makes one poll return a whole transaction: a poll stops at
+        // `max.poll.records` or the fetch byte limits, partition by partition. What
+        // read_committed promises (no aborted or open transaction's records) is checked by the
+        // read-committed checker; a poll ending between one write's records proves nothing
+        // unless polls are snapshot reads.
+        if !options.snapshot_reads {
             allowed.insert(
                 AnomalyKind::PartialRead,
-                "plain sends are not atomic to readers: a poll may end between one send's records"
+                "polls are not atomic reads, even read_committed: a poll may end between one \
+                 write's records (max.poll.records, fetch limits)"
                     .to_owned(),
             );
         }

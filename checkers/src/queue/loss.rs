@@ -79,6 +79,12 @@ impl KeyFinalReads {
             .is_some_and(|&(first, last)| first == 0 && last >= offset)
     }
 
+    /// True when the recorded final reads returned every offset below `end`: the premise of
+    /// the workload's `log-end` op, checked against the history rather than trusted.
+    pub fn read_whole_log_below(&self, end: i64) -> bool {
+        end <= 0 || self.covers_offsets_to(end - 1)
+    }
+
     /// True when some final read of this key read across dense index `index`.
     pub fn spans_index(&self, index: u32) -> bool {
         let after = self.spans.partition_point(|&(first, _)| first <= index);
@@ -277,7 +283,7 @@ pub(crate) fn check(
             let log_end = index
                 .log_ends
                 .get(&key_id)
-                .filter(|end| end.covers_ack(ack_time))
+                .filter(|end| end.covers_ack(ack_time) && kf.read_whole_log_below(end.end))
                 .map(|end| end.end);
             // Only for writes whose offset is unknown; see the module doc.
             let past_realtime = match (ack_time, kf.latest_writer) {

@@ -295,6 +295,17 @@ impl Partition {
         // async workers.
         let producer_batch = idempotent_batch(&records)?;
         let appended = tokio::task::spawn_blocking(move || {
+            // Leadership is checked again under the state lock, held across the append (Kafka's
+            // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
+            // between the check above and this append must not put a record of the old epoch
+            // after the start of the new one, which would rewrite the epoch cache.
+            let current = partition
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if current.leader.0 != partition.node_id || current.leader_epoch != leader_epoch {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
             let mut log = partition.lock();
             // The log owns the producer state (kafka-semantics.md §2) and records the batch
             // when it appends it.
@@ -333,6 +344,7 @@ impl Partition {
                 })?;
             let log_start_offset = log.log_start_offset().0;
             drop(log);
+            drop(current);
             partition.maybe_advance_high_watermark();
             Ok::<_, ResponseError>(Appended {
                 base_offset: info.first_offset.0,
