@@ -20,8 +20,8 @@ use logjam_node::coordinator::{CoordinatorRecord, CoordinatorRuntime, Coordinato
 use logjam_node::metadata::{
     BrokerId, LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRecord,
 };
-use logjam_node::replica::ReplicaManager;
 use logjam_node::replica::manager::broker_log_config;
+use logjam_node::replica::{Partition, ReplicaManager};
 use logjam_storage::LogManager;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -88,9 +88,18 @@ fn open_replicas(
     dir: &Path,
     images: &watch::Sender<Arc<MetadataImage>>,
 ) -> (Arc<ReplicaManager>, Config) {
+    open_node(1, dir, images)
+}
+
+/// Node `id`'s replica layer over the logs in `dir`, with the image from `images`.
+fn open_node(
+    id: i32,
+    dir: &Path,
+    images: &watch::Sender<Arc<MetadataImage>>,
+) -> (Arc<ReplicaManager>, Config) {
     let config = Config::parse(
         &format!(
-            "node.id=1\nprocess.roles=broker,controller\nlog.dirs={}\n",
+            "node.id={id}\nprocess.roles=broker,controller\nlog.dirs={}\n",
             dir.display()
         ),
         &[],
@@ -178,6 +187,15 @@ async fn state_is_loaded_on_leadership_refused_elsewhere_and_reloaded_from_the_l
         3,
         "three records, committed"
     );
+    // Several records of one write are one batch: appended and committed together.
+    runtime
+        .write(0, TIMEOUT, |_| Ok((vec![put("d", "5"), put("e", "6")], ())))
+        .await
+        .unwrap();
+    assert_eq!(partition.offsets().high_watermark, 5);
+    let read = partition.read_to_log_end(3, 1 << 20).unwrap();
+    let batches = logjam_storage::batch::batches(&read.records).count();
+    assert_eq!(batches, 1, "one write, one batch");
 
     // Leadership moves away: unloaded.
     images.send_replace(image(2, 2, &[1, 2], 1));
@@ -195,6 +213,7 @@ async fn state_is_loaded_on_leadership_refused_elsewhere_and_reloaded_from_the_l
     load(&runtime).await;
     assert_eq!(get(&runtime, "a"), Ok(Some("3".to_owned())));
     assert_eq!(get(&runtime, "b"), Ok(Some("2".to_owned())));
+    assert_eq!(get(&runtime, "e"), Ok(Some("6".to_owned())));
     assert_eq!(get(&runtime, "c"), Ok(None));
 
     // A restart: new logs, replica manager and runtime over the same directory.
@@ -317,6 +336,120 @@ async fn a_refused_append_leaves_the_state_as_committed_and_a_lost_leadership_fa
     assert_eq!(writer.await.unwrap(), Err(ResponseError::NotCoordinator));
     wait_until(|| get(&runtime, "k") == Err(ResponseError::NotCoordinator)).await;
     shell.abort();
+}
+
+/// One follower fetch of partition 0 from `leader` into `follower` (node `follower_id`),
+/// through the real follower read, append and leader bookkeeping, as the replica fetcher
+/// does over the network.
+fn replicate(leader: &Partition, follower: &Partition, follower_id: i32) {
+    let (fetch_offset, last_fetched_epoch, _) = follower.follower_fetch_position();
+    let read = leader
+        .read_for_follower(fetch_offset, last_fetched_epoch, 1 << 20, true)
+        .unwrap();
+    follower
+        .apply_fetched(
+            leader.leader_epoch(),
+            fetch_offset,
+            read.diverging,
+            &read.records,
+            read.high_watermark,
+        )
+        .unwrap();
+    let (fetched_to, _, _) = follower.follower_fetch_position();
+    let _ = leader.record_follower_fetch(BrokerId(follower_id), fetched_to, true);
+}
+
+/// Replicates from `leader` to `follower` until `writer` is answered.
+async fn replicate_until_answered(
+    leader: &Partition,
+    follower: &Partition,
+    follower_id: i32,
+    writer: tokio::task::JoinHandle<Result<(), ResponseError>>,
+) -> Result<(), ResponseError> {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while !writer.is_finished() {
+        assert!(tokio::time::Instant::now() < deadline, "write not answered");
+        replicate(leader, follower, follower_id);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    writer.await.unwrap()
+}
+
+#[tokio::test]
+async fn a_new_leader_on_another_node_serves_the_state_replicated_to_it() {
+    let (dir1, dir2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let images = watch::Sender::new(image(1, 1, &[1, 2], 2));
+    let (node1, _) = open_node(1, dir1.path(), &images);
+    let (node2, _) = open_node(2, dir2.path(), &images);
+    let (runtime1, runtime2) = (new_runtime(&node1), new_runtime(&node2));
+    let shells = [
+        tokio::spawn(Arc::clone(&runtime1).run()),
+        tokio::spawn(Arc::clone(&runtime2).run()),
+    ];
+    let p1 = node1.partition(TOPIC, 0).unwrap();
+    let p2 = node2.partition(TOPIC, 0).unwrap();
+    wait_until(|| get(&runtime1, "a") == Ok(None)).await;
+    assert_eq!(get(&runtime2, "a"), Err(ResponseError::NotCoordinator));
+
+    for (key, value) in [("a", "1"), ("b", "2"), ("a", "3")] {
+        let writer = {
+            let runtime = Arc::clone(&runtime1);
+            tokio::spawn(async move { write_put(&runtime, key, value).await })
+        };
+        assert_eq!(replicate_until_answered(&p1, &p2, 2, writer).await, Ok(()));
+    }
+    assert_eq!(get(&runtime1, "a"), Ok(Some("3".to_owned())));
+    assert_eq!(
+        write_put(&runtime2, "c", "1").await,
+        Err(ResponseError::NotCoordinator)
+    );
+
+    // Node 2 becomes leader: node 1 unloads, node 2 loads its own copy of the log.
+    images.send_replace(image(2, 2, &[1, 2], 2));
+    node1.apply_image();
+    node2.apply_image();
+    wait_until(|| get(&runtime1, "a") == Err(ResponseError::NotCoordinator)).await;
+    // Node 2's high watermark may lag node 1's by the last record until node 1 fetches from
+    // it (a new leader's high watermark waits for its ISR): until then it serves the committed
+    // prefix, never anything else.
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let a = get(&runtime2, "a");
+        if a == Ok(Some("3".to_owned())) {
+            break;
+        }
+        assert!(
+            a == Err(ResponseError::CoordinatorLoadInProgress)
+                || a == Err(ResponseError::NotCoordinator)
+                || a == Ok(Some("1".to_owned())),
+            "node 2 served {a:?}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 2 never served a=3"
+        );
+        if p2.is_leader() {
+            replicate(&p2, &p1, 1);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(get(&runtime2, "b"), Ok(Some("2".to_owned())));
+
+    // And it writes, replicated back to node 1 for min.insync.replicas=2.
+    let writer = {
+        let runtime = Arc::clone(&runtime2);
+        tokio::spawn(async move { write_put(&runtime, "c", "4").await })
+    };
+    assert_eq!(replicate_until_answered(&p2, &p1, 1, writer).await, Ok(()));
+    assert_eq!(get(&runtime2, "c"), Ok(Some("4".to_owned())));
+    assert_eq!(
+        p1.offsets().log_end_offset,
+        4,
+        "node 1 holds the new record too"
+    );
+    for shell in shells {
+        shell.abort();
+    }
 }
 
 /// Polls `condition` every 10 ms for up to [`TIMEOUT`].

@@ -44,7 +44,8 @@ pub struct LoadedBatch {
 }
 
 /// Encodes `records` as one uncompressed, non-transactional record batch (offsets relative
-/// to 0: the leader's append assigns the real ones).
+/// to 0: the leader's append assigns the real ones), so a write's records commit or fail
+/// together.
 pub fn encode_records(records: &[CoordinatorRecord], timestamp_ms: i64) -> Bytes {
     let records: Vec<Record> = records
         .iter()
@@ -58,7 +59,9 @@ pub fn encode_records(records: &[CoordinatorRecord], timestamp_ms: i64) -> Bytes
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: index as i64,
-            sequence: -1,
+            // No producer: the batch's base sequence is -1. The encoder keeps records in one
+            // batch only while offset - sequence is constant, so the sequence runs along.
+            sequence: index as i32 - 1,
             timestamp: timestamp_ms,
             key: record.key.clone(),
             value: record.value.clone(),
