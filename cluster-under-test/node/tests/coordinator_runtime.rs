@@ -3,7 +3,8 @@
 //! refused while loading (`COORDINATOR_LOAD_IN_PROGRESS`) and when not leader
 //! (`NOT_COORDINATOR`), answers writes only once the high watermark passes them, keeps its
 //! latest state unchanged by a refused append, and serves the same state after a leadership
-//! change and after a restart of the logs (both reload it from the log, not from memory).
+//! change, on another node that becomes leader, and after a restart of the logs (all reload
+//! it from the log, not from memory); a log it cannot replay is not served.
 //!
 //! Leadership and ISR come from metadata images the test publishes, as the controller's would
 //! be; the follower's progress is recorded through the leader's real follower-fetch path.
@@ -336,6 +337,36 @@ async fn a_refused_append_leaves_the_state_as_committed_and_a_lost_leadership_fa
     assert_eq!(writer.await.unwrap(), Err(ResponseError::NotCoordinator));
     wait_until(|| get(&runtime, "k") == Err(ResponseError::NotCoordinator)).await;
     shell.abort();
+}
+
+#[tokio::test]
+async fn a_log_the_shard_cannot_replay_is_not_served_and_harms_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = watch::Sender::new(image(1, 1, &[1], 1));
+    let (replicas, _) = open_replicas(dir.path(), &images);
+    let partition = replicas.partition(TOPIC, 0).unwrap();
+    // Written around the runtime, as a client's produce to the topic would be: no key.
+    let keyless = CoordinatorRecord {
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+    };
+    Arc::clone(&partition)
+        .append(
+            logjam_node::coordinator::shard::encode_records(&[keyless], 0),
+            logjam_node::replica::Acks::All,
+        )
+        .await
+        .unwrap();
+    let runtime = new_runtime(&replicas);
+    load(&runtime).await;
+    assert_eq!(get(&runtime, "a"), Err(ResponseError::NotCoordinator));
+    assert_eq!(
+        write_put(&runtime, "a", "1").await,
+        Err(ResponseError::NotCoordinator)
+    );
+    // Not retried in the same epoch; nothing was appended by the failed load.
+    assert!(runtime.reconcile().is_empty());
+    assert_eq!(partition.offsets().log_end_offset, 1);
 }
 
 /// One follower fetch of partition 0 from `leader` into `follower` (node `follower_id`),
