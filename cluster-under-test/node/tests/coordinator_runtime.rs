@@ -339,6 +339,25 @@ async fn a_refused_append_leaves_the_state_as_committed_and_a_lost_leadership_fa
     shell.abort();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_loads_a_partition_opened_after_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = watch::Sender::new(Arc::new(MetadataImage::new()));
+    let (replicas, _) = open_replicas(dir.path(), &images);
+    let runtime = new_runtime(&replicas);
+    let shell = tokio::spawn(Arc::clone(&runtime).run());
+    // The topic appears; the shell sees the image before the replica layer applies it (as
+    // with the replication task), and must still learn of the partition once it is open.
+    images.send_replace(image(1, 1, &[1], 1));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(get(&runtime, "a"), Err(ResponseError::NotCoordinator));
+    replicas.apply_image();
+    wait_until(|| get(&runtime, "a") == Ok(None)).await;
+    write_put(&runtime, "a", "1").await.unwrap();
+    assert_eq!(get(&runtime, "a"), Ok(Some("1".to_owned())));
+    shell.abort();
+}
+
 #[tokio::test]
 async fn a_log_the_shard_cannot_replay_is_not_served_and_harms_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
