@@ -1,7 +1,14 @@
-//! Coordinators: state a broker keeps for clients beyond the log itself. Today the producer-id
-//! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]).
+//! Coordinators: state a broker keeps for clients beyond the log itself. The producer-id
+//! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]), and the
+//! runtime for coordinators whose state lives on internal-topic partitions ([`runtime`]: load
+//! on becoming leader, unload on losing it, append and wait for the high watermark), with the
+//! pure state machine it drives ([`shard`]).
 
 pub mod producer_id_manager;
 pub mod producer_ids;
+pub mod runtime;
+pub mod shard;
 
 pub use producer_id_manager::ProducerIdManager;
+pub use runtime::{CoordinatorRuntime, Load, Loaded};
+pub use shard::{CoordinatorRecord, CoordinatorShard};

@@ -34,8 +34,13 @@
 //!   ([`replica::replication`]: ISR shrink/expand, high watermark, acks=all, divergence
 //!   truncation), the follower fetchers, AlterPartition, and the invariants of replication
 //!   state ([`replica::invariants`]: a broken one stops the node loudly).
-//! - [`coordinator`]: state kept for clients beyond the log; today the producer-id blocks of
-//!   InitProducerId ([`coordinator::ProducerIdManager`]).
+//! - [`coordinator`]: state kept for clients beyond the log: the producer-id blocks of
+//!   InitProducerId ([`coordinator::ProducerIdManager`]), and
+//!   [`coordinator::CoordinatorRuntime`], the home of coordinators whose state lives on an
+//!   internal topic's partitions: it replays a partition's log into a pure
+//!   [`coordinator::CoordinatorShard`] when this node becomes its leader
+//!   (`COORDINATOR_LOAD_IN_PROGRESS` meanwhile, `NOT_COORDINATOR` elsewhere), appends a write's
+//!   records as leader and answers it once the high watermark passes them.
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions split into
 //!   cluster (registration, fencing), replication (topics, AlterPartition) and producer-id
 //!   control, the metadata log on disk, the controller listener.

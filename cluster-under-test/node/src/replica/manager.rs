@@ -169,6 +169,7 @@ impl ReplicaManager {
         let image = self.image();
         let me = self.node_id();
         let mut hosted = Vec::new();
+        let mut opened = false;
         for topic in image.topics.values() {
             for (index, state) in &topic.partitions {
                 if !state.replicas.contains(&me) {
@@ -177,7 +178,10 @@ impl ReplicaManager {
                 let partition = match self.partition(&topic.name, *index) {
                     Some(partition) => partition,
                     None => match self.open_partition(topic, *index, state) {
-                        Ok(partition) => partition,
+                        Ok(partition) => {
+                            opened = true;
+                            partition
+                        }
                         Err(error) => {
                             tracing::error!(topic = %topic.name, index, %error,
                                 "cannot open the partition log");
@@ -193,6 +197,11 @@ impl ReplicaManager {
                 }
                 hosted.push((partition, state.clone()));
             }
+        }
+        if opened {
+            // A new partition is a state change too: whoever watches leadership (the
+            // coordinator runtime) learns of it now, not at the next append.
+            self.appends.send_modify(|count| *count += 1);
         }
         hosted
     }

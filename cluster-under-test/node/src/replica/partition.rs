@@ -445,3 +445,31 @@ impl Partition {
         })
     }
 }
+
+impl Partition {
+    /// Reads for a coordinator loading its state as leader: whole batches from `fetch_offset`
+    /// up to the log end (records above the high watermark included; the coordinator runtime
+    /// applies them only once committed).
+    ///
+    /// # Errors
+    /// `OFFSET_OUT_OF_RANGE` or `KAFKA_STORAGE_ERROR`.
+    pub fn read_to_log_end(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+    ) -> Result<ConsumerRead, ResponseError> {
+        let log = self.lock();
+        let log_end = log.log_end_offset();
+        let read = log
+            .read(Offset(fetch_offset), max_bytes, log_end, true)
+            .map_err(|error| {
+                ResponseError::try_from_code(error.kafka_error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
+        Ok(ConsumerRead {
+            records: read.records,
+            high_watermark: log.high_watermark().0,
+            log_start_offset: log.log_start_offset().0,
+        })
+    }
+}
