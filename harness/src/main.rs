@@ -10,6 +10,7 @@ mod matrix;
 mod metrics;
 mod nemesis;
 mod nightly;
+mod rates;
 mod run;
 mod scenario;
 mod timeline;
