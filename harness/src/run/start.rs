@@ -146,12 +146,35 @@ pub(super) fn split_settings(settings: &[String]) -> anyhow::Result<Settings> {
         };
         client_defaults.push(((*key).to_owned(), value));
     }
-    Ok(Settings {
+    let delivery_given = given("delivery.timeout.ms");
+    let settings = Settings {
         node,
         client,
         client_defaults,
         replication_factor,
-    })
+    };
+    if delivery_given {
+        // Kafka refuses such a producer; say so now rather than in every send's error.
+        let effective = settings.producer();
+        let get = |key: &str, default: u64| {
+            effective
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, value)| value.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        let floor = get("linger.ms", KAFKA_LINGER_MS) + get("request.timeout.ms", 30_000);
+        let delivery = get("delivery.timeout.ms", 120_000);
+        if delivery < floor {
+            bail!(
+                "--set delivery.timeout.ms={delivery}: Kafka requires at least linger.ms + \
+                 request.timeout.ms = {floor} (the harness's request.timeout.ms is 3000 unless \
+                 you set it)"
+            );
+        }
+    }
+    Ok(settings)
 }
 
 /// Waits until every broker serves clients (a node opens its client listener only once the
@@ -259,5 +282,9 @@ mod tests {
             pairs(&[("delivery.timeout.ms", "20100")])
         );
         assert_eq!(long.delivery_timeout(), Duration::from_millis(20_100));
+        // A delivery timeout below Kafka's floor is refused up front.
+        let error = split_settings(&["delivery.timeout.ms=2000".into()]).unwrap_err();
+        assert!(error.to_string().contains("at least"), "{error}");
+        assert!(split_settings(&["delivery.timeout.ms=5000".into()]).is_ok());
     }
 }
