@@ -13,8 +13,8 @@
 //!   definite (`Certainty::Definite`); otherwise `info`, after which, as in Jepsen, the process
 //!   is retired and the harness puts a fresh one (new id, new producer and consumer) in its
 //!   place.
-//! - [`QueueWorkload`]: the two behind the harness's [`Workload`](crate::workload::Workload) interface, with the topic and
-//!   the final reads.
+//! - [`QueueWorkload`]: the two behind the harness's
+//!   [`Workload`](crate::workload::Workload) interface, with the topic and the final reads.
 
 mod adapter;
 
