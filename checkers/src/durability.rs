@@ -146,9 +146,7 @@ pub(crate) fn report(
             let log_end = index
                 .log_ends
                 .get(&send.key)
-                .filter(|end| {
-                    end.covers_ack(Some(ack_time_ns)) && kf.read_whole_log_below(end.end)
-                })
+                .filter(|end| end.covers_ack(Some(ack_time_ns)) && kf.read_whole_log_below(end.end))
                 .map(|end| end.end);
             let beyond_end = send
                 .offset

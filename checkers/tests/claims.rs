@@ -109,7 +109,11 @@ fn a_log_end_the_recorded_final_reads_did_not_reach_proves_no_loss() {
         "{}",
         r.summary()
     );
-    assert!(r.anomalies.contains_key(&AnomalyKind::Unseen), "{}", r.summary());
+    assert!(
+        r.anomalies.contains_key(&AnomalyKind::Unseen),
+        "{}",
+        r.summary()
+    );
     assert_eq!(r.durability.lost, 0);
 }
 
@@ -360,7 +364,11 @@ fn a_partial_read_is_allowed_under_read_committed_and_bad_under_snapshot_reads()
     let mut b = half_of_one_send();
     b.header_mut().config = serde_json::json!({ "snapshot_reads": true });
     let r = check(b);
-    assert!(r.anomalies.contains_key(&AnomalyKind::PartialRead), "{}", r.summary());
+    assert!(
+        r.anomalies.contains_key(&AnomalyKind::PartialRead),
+        "{}",
+        r.summary()
+    );
     assert!(!r.policy.allows(AnomalyKind::PartialRead));
     assert_eq!(r.verdict, Verdict::Invalid, "{}", r.summary());
 }

@@ -13,6 +13,7 @@ mod metrics;
 mod nemesis;
 mod nightly;
 mod progress;
+mod rates;
 mod report;
 mod run;
 mod scenario;

@@ -58,6 +58,9 @@ pub struct RunOutcome {
     pub lost_by_key: Vec<LostOnKey>,
     /// Leader changes the watcher recorded (`leader-change` nemesis ops).
     pub leader_changes: u64,
+    /// The achieved client op rate, overall and per fault window (from run.json; absent in
+    /// runs stored before it was recorded).
+    pub rates: Option<crate::rates::Rates>,
     /// Those of them that were unclean elections.
     pub unclean_elections: Vec<LeaderChange>,
     /// Those of them that left a partition without a leader.
@@ -205,6 +208,7 @@ pub fn outcome(run_dir: &Path) -> anyhow::Result<RunOutcome> {
             .collect(),
         refused: history.refused,
         leader_changes: history.leader_changes,
+        rates: run.rates,
         unclean_elections: history.unclean_elections,
         leaderless: history.leaderless,
         not_enough_replicas: history.not_enough_replicas,
@@ -227,6 +231,8 @@ struct RunFile {
     client_settings: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     replication_factor: Option<serde_json::Value>,
+    #[serde(default)]
+    rates: Option<crate::rates::Rates>,
 }
 
 impl RunFile {

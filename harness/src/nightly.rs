@@ -306,6 +306,12 @@ struct Entry {
     status: String,
     lost: Option<u64>,
     refused_max_seconds: Option<f64>,
+    /// Achieved client ops/s over the workload phase, and while faults were in force.
+    ops_per_second: Option<f64>,
+    in_faults_ops_per_second: Option<f64>,
+    /// Set when faults were in force but no client op completed during them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_warning: Option<String>,
     seconds: f64,
     /// The run directory, else the run's results directory.
     path: PathBuf,
@@ -324,6 +330,9 @@ impl Entry {
             status: "skipped".to_owned(),
             lost: None,
             refused_max_seconds: None,
+            ops_per_second: None,
+            in_faults_ops_per_second: None,
+            rate_warning: None,
             seconds: 0.0,
             path: plan.child.results_dir.clone(),
             message: format!(
@@ -344,6 +353,12 @@ impl Entry {
             Some(outcome) => {
                 entry.lost = Some(outcome.lost);
                 entry.refused_max_seconds = Some(outcome.refused.max_seconds);
+                if let Some(rates) = &outcome.rates {
+                    entry.ops_per_second = Some(rates.overall.ops_per_second);
+                    entry.in_faults_ops_per_second =
+                        (rates.in_faults.seconds > 0.0).then_some(rates.in_faults.ops_per_second);
+                    entry.rate_warning = rates.warning.clone();
+                }
                 entry.message = summary_head(&outcome.run_dir);
             }
             None => entry.message = run.error.clone().unwrap_or_default(),
@@ -360,13 +375,20 @@ impl Entry {
                 self.test, self.run, self.seed, self.message, self.seconds
             ),
             status => format!(
-                "{} run {} seed {}: {status}, {} lost, refused up to {:.1} s ({:.1} s)",
+                "{} run {} seed {}: {status}, {} lost, refused up to {:.1} s, {} ops/s ({} in \
+                 faults) ({:.1} s){}",
                 self.test,
                 self.run,
                 self.seed,
                 self.lost.unwrap_or(0),
                 self.refused_max_seconds.unwrap_or(0.0),
-                self.seconds
+                rate(self.ops_per_second),
+                rate(self.in_faults_ops_per_second),
+                self.seconds,
+                self.rate_warning
+                    .as_ref()
+                    .map(|warning| format!("; WARNING: {warning}"))
+                    .unwrap_or_default()
             ),
         }
     }
@@ -415,6 +437,11 @@ impl Entry {
         }
         format!("{open}>\n{body}{out}    </testcase>\n")
     }
+}
+
+/// An optional rate as `12.3`, or `-`.
+fn rate(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.1}"))
 }
 
 /// The first lines of a run's `summary.txt`.
@@ -493,8 +520,10 @@ impl Index {
             self.budget_minutes,
             self.seconds
         );
-        md.push_str("| run | seed | verdict | lost | refused s (max) | seconds | path | page |\n");
-        md.push_str("|---|---|---|---|---|---|---|---|\n");
+        md.push_str(
+            "| run | seed | verdict | lost | refused s (max) | ops/s | ops/s in faults | seconds | path | page |\n",
+        );
+        md.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
         for entry in &self.runs {
             let number = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
             let row = [
@@ -503,6 +532,14 @@ impl Index {
                 entry.status.clone(),
                 number(entry.lost.map(|n| n.to_string())),
                 number(entry.refused_max_seconds.map(|s| format!("{s:.1}"))),
+                rate(entry.ops_per_second),
+                match &entry.rate_warning {
+                    Some(_) => format!(
+                        "{} (no op in faults!)",
+                        rate(entry.in_faults_ops_per_second)
+                    ),
+                    None => rate(entry.in_faults_ops_per_second),
+                },
                 format!("{:.0}", entry.seconds),
                 entry.path.display().to_string(),
                 entry.page(&self.dir),
@@ -603,6 +640,9 @@ mod tests {
             status: status.into(),
             lost: None,
             refused_max_seconds: None,
+            ops_per_second: None,
+            in_faults_ops_per_second: None,
+            rate_warning: None,
             seconds: 0.0,
             path: PathBuf::new(),
             message: String::new(),

@@ -36,12 +36,13 @@ impl Progress {
         }
     }
 
-    /// Shows `elapsed_s` seconds done, the ops completed so far and the faults in force
-    /// (`faults` is only called when something will be shown).
+    /// Shows `elapsed_s` seconds done, the ops completed so far, the ops open now and the
+    /// faults in force (`faults` is only called when something will be shown).
     pub fn update(
         &mut self,
         elapsed_s: u64,
         (ok, fail, info): (u64, u64, u64),
+        open: usize,
         faults: impl FnOnce() -> Vec<String>,
     ) {
         let describe = |faults: Vec<String>| {
@@ -56,14 +57,14 @@ impl Progress {
                 bar.set_position(elapsed_s.min(self.limit_s));
                 bar.tick();
                 bar.set_message(format!(
-                    "{ok} ok, {fail} fail, {info} info | faults: {}",
+                    "{ok} ok, {fail} fail, {info} info, {open} open | faults: {}",
                     describe(faults())
                 ));
             }
             None if Instant::now() >= self.next_line => {
                 self.next_line += PLAIN_EVERY;
                 eprintln!(
-                    "logjam: {elapsed_s}/{} s, {ok} ok, {fail} fail, {info} info, faults: {}",
+                    "logjam: {elapsed_s}/{} s, {ok} ok, {fail} fail, {info} info, {open} open, faults: {}",
                     self.limit_s,
                     describe(faults())
                 );

@@ -126,6 +126,12 @@ fn the_smoke_suite_writes_junit_and_an_index() {
     for run in runs {
         assert_eq!(run["status"], "valid", "{run:#}");
         assert!(
+            run["ops_per_second"]
+                .as_f64()
+                .is_some_and(|rate| rate > 0.0),
+            "the index reports the achieved rate: {run:#}"
+        );
+        assert!(
             Path::new(run["path"].as_str().unwrap())
                 .join("history.jsonl")
                 .is_file()

@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //!
+//! - [`workload`]: the interface every workload offers the harness (generator, client
+//!   adapter, the ops it writes, its topics and final phase).
 //! - [`recorder`]: the single writer of `history.jsonl`.
 //! - [`queue`]: Jepsen's queue workload (send / poll / assign / crash, final reads).
 //!
@@ -16,3 +18,4 @@
 
 pub mod queue;
 pub mod recorder;
+pub mod workload;

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use logjam_history::{Op, OpType, Process};
 
-use crate::metrics::{LEADER_CHANGE, LeadershipChange};
 use crate::nemesis;
+use logjam_history::{LEADER_CHANGE, LeadershipChange};
 
 /// How an op ended, as the plots colour it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -54,7 +54,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
             Ok(path) => println!("{}", path.display()),
             Err(error) => {
                 failed += 1;
-                eprintln!("logjam report: {}: {error:#}", target.display());
+                eprintln!(
+                    "logjam report: {}: {}",
+                    target.display(),
+                    crate::error_text::chain(&error)
+                );
             }
         }
     }
@@ -71,7 +75,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
 pub fn refresh_index(results_dir: &Path) {
     match write_index(results_dir) {
         Ok(index) => eprintln!("logjam: all runs: {}", index.display()),
-        Err(error) => eprintln!("logjam: warning: no results index: {error:#}"),
+        Err(error) => eprintln!(
+            "logjam: warning: no results index: {}",
+            crate::error_text::chain(&error)
+        ),
     }
 }
 
@@ -93,7 +100,10 @@ pub fn after_run(results_dir: &Path, dir: &Path) {
             page.display(),
             index.display()
         ),
-        Err(error) => eprintln!("logjam: warning: no HTML report: {error:#}"),
+        Err(error) => eprintln!(
+            "logjam: warning: no HTML report: {}",
+            crate::error_text::chain(&error)
+        ),
     }
 }
 

@@ -11,7 +11,14 @@
 //! - [`QueueClient`]: runs one logical process against the cluster through `logjam-client`,
 //!   recording every invoke and completion. `fail` only when the client says the outcome is
 //!   definite (`Certainty::Definite`); otherwise `info`, after which, as in Jepsen, the process
-//!   is retired and a fresh one (new id, new producer and consumer) takes its place.
+//!   is retired and the harness puts a fresh one (new id, new producer and consumer) in its
+//!   place.
+//! - [`QueueWorkload`]: the two behind the harness's
+//!   [`Workload`](crate::workload::Workload) interface, with the topic and the final reads.
+
+mod adapter;
+
+pub use adapter::QueueWorkload;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,8 +36,10 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::recorder::{RecordError, Recorder};
+use crate::workload::{self, Completion};
 
-/// Processes a run may have over its lifetime (ids are retired after indeterminate ops).
+/// Generators a run may have: values are unique per key because generator `g` draws from the
+/// residue class `g` modulo this.
 pub const MAX_PROCESSES: i64 = 1 << 20;
 
 /// One operation a process will invoke.
@@ -101,6 +110,14 @@ impl QueueGenerator {
     }
 }
 
+impl workload::Generator for QueueGenerator {
+    type Op = Invocation;
+
+    fn next_op(&mut self) -> Invocation {
+        self.next_invocation()
+    }
+}
+
 /// Client settings of a queue run.
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
@@ -152,7 +169,6 @@ impl Targets {
 /// A logical client process.
 pub struct QueueClient {
     process: ProcessId,
-    concurrency: u64,
     settings: Arc<QueueSettings>,
     recorder: Arc<Recorder>,
     targets: Arc<Targets>,
@@ -174,17 +190,15 @@ fn properties(list: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
 }
 
 impl QueueClient {
-    /// Process `process` of `concurrency` (its successors are `process + k * concurrency`).
+    /// A fresh process `process`; it connects on its first op.
     pub fn new(
-        process: u64,
-        concurrency: u64,
+        process: ProcessId,
         settings: Arc<QueueSettings>,
         recorder: Arc<Recorder>,
         targets: Arc<Targets>,
     ) -> QueueClient {
         QueueClient {
-            process: ProcessId(process),
-            concurrency,
+            process,
             settings,
             recorder,
             targets,
@@ -220,14 +234,13 @@ impl QueueClient {
             .map(drop)
     }
 
-    /// Retires this process after an indeterminate op: drops its clients and takes the next
-    /// id, as Jepsen does, so no process ever has two ops open.
-    async fn retire(&mut self) {
+    /// Closes the producer (flushing what it still holds, up to `delivery.timeout.ms`) and
+    /// drops the consumer.
+    pub async fn close(mut self) {
+        self.consumer = None;
         if let Some(producer) = self.producer.take() {
             producer.close().await;
         }
-        self.consumer = None;
-        self.process = ProcessId(self.process.0 + self.concurrency);
     }
 
     fn producer(&mut self) -> Result<&Producer, String> {
@@ -249,11 +262,13 @@ impl QueueClient {
         Ok(self.consumer.as_mut().expect("just created"))
     }
 
-    /// Invokes one operation and records its invoke and completion.
+    /// Invokes one operation and records its invoke and completion. After
+    /// [`Completion::Info`] (an indeterminate send, or a crash) the process is done: the
+    /// caller closes it and starts a fresh one.
     ///
     /// # Errors
     /// Only when the history cannot be written; cluster errors become `fail`/`info` ops.
-    pub async fn invoke(&mut self, invocation: Invocation) -> Result<(), RecordError> {
+    pub async fn invoke(&mut self, invocation: Invocation) -> Result<Completion, RecordError> {
         match invocation {
             Invocation::Send { key, value } => self.send(key, value).await,
             Invocation::Poll => self.poll(Function::Poll).await,
@@ -265,21 +280,24 @@ impl QueueClient {
                 match self.consumer() {
                     Ok(consumer) => {
                         consumer.assign(partitions);
-                        self.record(OpType::Ok, Function::Assign, value, None)
+                        self.record(OpType::Ok, Function::Assign, value, None)?;
+                        Ok(Completion::Ok)
                     }
-                    Err(error) => self.record(OpType::Fail, Function::Assign, value, Some(error)),
+                    Err(error) => {
+                        self.record(OpType::Fail, Function::Assign, value, Some(error))?;
+                        Ok(Completion::Fail)
+                    }
                 }
             }
             Invocation::Crash => {
                 self.record(OpType::Invoke, Function::Crash, OpValue::Null, None)?;
                 self.record(OpType::Info, Function::Crash, OpValue::Null, None)?;
-                self.retire().await;
-                Ok(())
+                Ok(Completion::Info)
             }
         }
     }
 
-    async fn send(&mut self, key: Key, value: Value) -> Result<(), RecordError> {
+    async fn send(&mut self, key: Key, value: Value) -> Result<Completion, RecordError> {
         let micro = |offset| OpValue::MicroOps(vec![MicroOp::Send { key, value, offset }]);
         self.record(OpType::Invoke, Function::Send, micro(None), None)?;
         let record = ProducerRecord::new(self.settings.topic.clone(), value.0.to_string())
@@ -313,22 +331,23 @@ impl QueueClient {
                     Function::Send,
                     micro(offset.map(logjam_history::Offset)),
                     None,
-                )
+                )?;
+                Ok(Completion::Ok)
             }
             Err((Certainty::Definite, error)) => {
-                self.record(OpType::Fail, Function::Send, micro(None), Some(error))
+                self.record(OpType::Fail, Function::Send, micro(None), Some(error))?;
+                Ok(Completion::Fail)
             }
             Err((Certainty::Indefinite, error)) => {
                 self.record(OpType::Info, Function::Send, micro(None), Some(error))?;
-                self.retire().await;
-                Ok(())
+                Ok(Completion::Info)
             }
         }
     }
 
     /// One poll, recorded as `f` (`poll`, or `final-poll` in the final phase). A failed poll
     /// changed nothing on the cluster, so it is a definite `fail`.
-    async fn poll(&mut self, f: Function) -> Result<(), RecordError> {
+    async fn poll(&mut self, f: Function) -> Result<Completion, RecordError> {
         let invoke = OpValue::MicroOps(vec![MicroOp::Poll { reads: None }]);
         self.record(OpType::Invoke, f.clone(), invoke.clone(), None)?;
         let timeout = self.settings.poll_timeout;
@@ -340,7 +359,10 @@ impl QueueClient {
                 .map_err(|error| error.to_string()),
         };
         match polled {
-            Err(error) => self.record(OpType::Fail, f, invoke, Some(error)),
+            Err(error) => {
+                self.record(OpType::Fail, f, invoke, Some(error))?;
+                Ok(Completion::Fail)
+            }
             Ok(records) => {
                 let mut by_key: BTreeMap<i64, Vec<Record>> = BTreeMap::new();
                 for record in records {
@@ -369,7 +391,8 @@ impl QueueClient {
                     f,
                     OpValue::MicroOps(vec![MicroOp::Poll { reads: Some(reads) }]),
                     None,
-                )
+                )?;
+                Ok(Completion::Ok)
             }
         }
     }
@@ -393,7 +416,7 @@ impl QueueClient {
             .collect()
     }
 
-    /// The final phase of one process: a fresh consumer assigned every key from the start,
+    /// The final phase of a fresh process: a consumer assigned every key from the start,
     /// polling until every key reached `targets` or `deadline` passed.
     ///
     /// # Errors
@@ -403,7 +426,6 @@ impl QueueClient {
         targets: &BTreeMap<i64, i64>,
         deadline: tokio::time::Instant,
     ) -> Result<(), RecordError> {
-        self.retire().await;
         let keys: Vec<Key> = targets.keys().map(|key| Key(*key)).collect();
         let value = OpValue::Keys(keys.clone());
         self.record(OpType::Invoke, Function::Assign, value.clone(), None)?;

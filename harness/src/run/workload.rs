@@ -1,0 +1,172 @@
+//! The workload phase of a run, inside the runtime: builds the workload (today the queue) from
+//! the run's settings, opens the history, and then, until the time limit, lets the schedule
+//! hand ops to client processes while the nemesis injects and undoes faults and the watcher
+//! records leader changes; heals everything, waits for the schedule's open ops, waits for the
+//! cluster to serve again, and runs the workload's final phase.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use logjam_history::{Header, ProcessId};
+use logjam_workloads::queue::{QueueSettings, QueueWorkload};
+use logjam_workloads::recorder::Recorder;
+use logjam_workloads::workload::Workload;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::faults::Nemesis;
+use super::observe::{self, WorkloadStats};
+use super::record::timestamp;
+use super::schedule::{self, OpenOps, ScheduleStats};
+use super::start::{self, Settings};
+use crate::cli::RunArgs;
+use crate::lab::Lab;
+use crate::nemesis::Fault;
+use crate::timeline::Step;
+
+/// How long a send may stay open beyond the producer's own `delivery.timeout.ms` before the
+/// harness records it `info` itself (a producer that never answers is a bug, not a hang).
+const SEND_GRACE: Duration = Duration::from_secs(5);
+
+/// The queue workload with the run's settings, talking to `bootstrap`.
+pub(super) fn queue(args: &RunArgs, settings: &Settings, bootstrap: &str) -> QueueWorkload {
+    let mut producer = vec![("bootstrap.servers".to_owned(), bootstrap.to_owned())];
+    producer.extend(settings.producer());
+    let mut consumer = vec![
+        ("bootstrap.servers".to_owned(), bootstrap.to_owned()),
+        ("auto.offset.reset".to_owned(), "earliest".to_owned()),
+    ];
+    consumer.extend(settings.consumer());
+    QueueWorkload::new(QueueSettings {
+        topic: "queue".to_owned(),
+        keys: args.keys,
+        producer,
+        consumer,
+        poll_timeout: Duration::from_millis(100),
+        send_timeout: settings.delivery_timeout() + SEND_GRACE,
+    })
+}
+
+/// What the workload phase hands back to the record phase.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Phase {
+    /// The harness's own cost.
+    pub(super) stats: WorkloadStats,
+    /// What the schedule did.
+    pub(super) schedule: ScheduleStats,
+    /// The workload phase in history time (ns since the history's start).
+    pub(super) start_ns: u64,
+    /// Its end (the time limit).
+    pub(super) end_ns: u64,
+}
+
+/// The run itself, inside the runtime.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn drive<W: Workload>(
+    args: &RunArgs,
+    workload: W,
+    seed: u64,
+    lab: &mut Lab,
+    run_dir: &Path,
+    settings: &Settings,
+    faults: &[Fault],
+    script: Option<&[Step]>,
+    started: SystemTime,
+) -> anyhow::Result<Phase> {
+    let bootstrap = lab.bootstrap();
+    let topics = workload.topics();
+    let replication_factor = settings.replication_factor.unwrap_or(3);
+    start::wait_until_ready(&bootstrap, &topics, replication_factor).await?;
+
+    let mut header = Header::new(workload.name(), seed, timestamp(started, false));
+    header.nodes = lab.nodes.iter().map(|node| node.name()).collect();
+    let mut config = workload.history_config();
+    config["nemesis"] = json!(faults.iter().map(ToString::to_string).collect::<Vec<_>>());
+    config["client"] = json!(settings.producer().into_iter().collect::<BTreeMap<_, _>>());
+    header.config = config;
+    let recorder = Arc::new(Recorder::create(&run_dir.join("history.jsonl"), &header)?);
+    let watched = topics
+        .first()
+        .map(|topic| topic.name.clone())
+        .unwrap_or_default();
+    let watcher = tokio::spawn(observe::watch_leaders(
+        bootstrap.clone(),
+        watched.clone(),
+        recorder.clone(),
+    ));
+
+    let workload = Arc::new(workload);
+    let deadline = Instant::now() + Duration::from_secs(args.time_limit);
+    let start_ns = recorder.elapsed_ns();
+    let open = OpenOps::default();
+    let mut scheduled = tokio::spawn(schedule::run(
+        workload.clone(),
+        recorder.clone(),
+        seed,
+        args.rate,
+        args.concurrency,
+        deadline,
+        open.clone(),
+    ));
+
+    let mut nemesis = Nemesis::new(
+        seed,
+        faults,
+        script,
+        Duration::from_secs(args.nemesis_interval.max(1)),
+    );
+    let workload_start = Instant::now();
+    let (cpu_at_start, _) = observe::cpu_seconds();
+    let mut progress = crate::progress::Progress::new(args.time_limit);
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if scheduled.is_finished() {
+            // Only an error ends the schedule early.
+            break;
+        }
+        let elapsed = args
+            .time_limit
+            .saturating_sub(deadline.saturating_duration_since(Instant::now()).as_secs());
+        let done = recorder.completions();
+        progress.update(elapsed, (done.ok, done.fail, done.info), open.get(), || {
+            nemesis.describe(lab)
+        });
+        nemesis.step(lab, &recorder, &bootstrap, &watched).await?;
+    }
+    progress.finish();
+    let end_ns = recorder
+        .elapsed_ns()
+        .min(start_ns + args.time_limit * 1_000_000_000);
+    // Heal first: an op blocked on a dead or paused node would otherwise hold the run for
+    // its whole delivery timeout.
+    nemesis.heal_all(lab, &recorder)?;
+    let schedule = (&mut scheduled)
+        .await
+        .map_err(|error| anyhow::anyhow!("the schedule panicked: {error}"))??;
+    let workload_time = workload_start.elapsed();
+    let done = recorder.completions();
+    let (cpu, _) = observe::cpu_seconds();
+    let ops = done.ok + done.fail + done.info;
+    let stats = WorkloadStats {
+        seconds: workload_time.as_secs_f64(),
+        ops,
+        ops_per_second: ops as f64 / workload_time.as_secs_f64().max(1e-9),
+        harness_cpu_seconds: cpu - cpu_at_start,
+        harness_cpu_share: (cpu - cpu_at_start) / workload_time.as_secs_f64().max(1e-9),
+    };
+    eprintln!("logjam: healed; waiting for recovery, then reading every partition back");
+    start::wait_until_ready(&bootstrap, &topics, replication_factor).await?;
+    let final_deadline = Instant::now() + Duration::from_secs(60);
+    workload
+        .final_phase(ProcessId(schedule.next_process), &recorder, final_deadline)
+        .await?;
+    watcher.abort();
+    Ok(Phase {
+        stats,
+        schedule,
+        start_ns,
+        end_ns,
+    })
+}
