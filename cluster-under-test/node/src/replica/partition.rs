@@ -317,10 +317,7 @@ impl Partition {
         let log_end = log.log_end_offset();
         let read = log
             .read(Offset(fetch_offset), max_bytes, log_end, min_one_batch)
-            .map_err(|error| {
-                ResponseError::try_from_code(error.kafka_error_code())
-                    .unwrap_or(ResponseError::UnknownServerError)
-            })?;
+            .map_err(|error| kafka_error(error.kafka_error_code()))?;
         Ok(FollowerRead {
             records: read.records,
             high_watermark,
@@ -434,10 +431,7 @@ impl Partition {
         };
         let read = log
             .read(Offset(fetch_offset), max_bytes, read_limit, min_one_batch)
-            .map_err(|error| {
-                ResponseError::try_from_code(error.kafka_error_code())
-                    .unwrap_or(ResponseError::UnknownServerError)
-            })?;
+            .map_err(|error| kafka_error(error.kafka_error_code()))?;
         Ok(ConsumerRead {
             records: read.records,
             high_watermark: high_watermark.0,
@@ -462,14 +456,17 @@ impl Partition {
         let log_end = log.log_end_offset();
         let read = log
             .read(Offset(fetch_offset), max_bytes, log_end, true)
-            .map_err(|error| {
-                ResponseError::try_from_code(error.kafka_error_code())
-                    .unwrap_or(ResponseError::UnknownServerError)
-            })?;
+            .map_err(|error| kafka_error(error.kafka_error_code()))?;
         Ok(ConsumerRead {
             records: read.records,
             high_watermark: log.high_watermark().0,
             log_start_offset: log.log_start_offset().0,
         })
     }
+}
+
+/// The Kafka error for a storage or producer-state error code (`UNKNOWN_SERVER_ERROR` for a
+/// code this crate does not know).
+pub(crate) fn kafka_error(code: i16) -> ResponseError {
+    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
 }

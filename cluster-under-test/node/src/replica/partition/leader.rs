@@ -330,8 +330,7 @@ impl Partition {
                     }
                     Err(error) => {
                         tracing::debug!(partition = %partition.topic_partition, %error, "batch refused");
-                        return Err(ResponseError::try_from_code(error.kafka_error_code())
-                            .unwrap_or(ResponseError::UnknownServerError));
+                        return Err(super::kafka_error(error.kafka_error_code()));
                     }
                 }
             }
@@ -339,8 +338,7 @@ impl Partition {
                 .append_as_leader(&records, LeaderEpoch(leader_epoch), now_ms())
                 .map_err(|error| {
                     tracing::debug!(partition = %partition.topic_partition, %error, "append refused");
-                    ResponseError::try_from_code(error.kafka_error_code())
-                        .unwrap_or(ResponseError::UnknownServerError)
+                    super::kafka_error(error.kafka_error_code())
                 })?;
             let log_start_offset = log.log_start_offset().0;
             drop(log);
