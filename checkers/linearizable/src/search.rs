@@ -65,6 +65,11 @@ use crate::state_table::StateTable;
 use std::mem::size_of;
 use std::time::{Duration, Instant};
 
+mod limits;
+mod outcome;
+
+pub(crate) use outcome::{SearchOutcome, SearchStats, StuckPoint};
+
 /// No entry / no operation.
 pub(crate) const NONE: u32 = u32::MAX;
 /// The list head sentinel.
@@ -92,59 +97,6 @@ impl Limits {
         let (deadline, time_max) = self.deadline?;
         (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
     }
-}
-
-/// Where the search got stuck at its deepest point: the raw material of a
-/// counterexample. Ids are indices into the slice given to [`search`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct StuckPoint {
-    /// The longest linearizable prefix found, in order.
-    pub(crate) prefix: Vec<usize>,
-    /// The operation whose return was reached without it being linearized
-    /// (`None` if the search ran off the end of the list).
-    pub(crate) blocking: Option<usize>,
-    /// Why `blocking` could not come next.
-    pub(crate) reason: StuckReason,
-    /// The candidates that were concurrent at that point, in call order.
-    pub(crate) candidates: Vec<usize>,
-}
-
-/// The raw outcome of one partition's search.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum SearchOutcome {
-    /// A witness: the operations in linearization order (indeterminate
-    /// operations that were never linearized are absent).
-    Linearizable { order: Vec<usize> },
-    /// No linearization exists.
-    NotLinearizable { stuck: StuckPoint },
-    /// The step limit was reached.
-    StepBudgetExhausted { steps_max: u64 },
-    /// The time limit was reached.
-    TimeBudgetExhausted { time_max: Duration },
-    /// The memory limit would have been crossed by the next step.
-    MemoryBudgetExhausted { memory_max: u64 },
-}
-
-/// Counters from one partition's search.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SearchStats {
-    /// Attempts to linearize an operation in a configuration.
-    pub(crate) steps: u64,
-    /// Distinct configurations entered (visited-cache size).
-    pub(crate) configurations: u64,
-    /// Distinct model states seen.
-    pub(crate) states: u64,
-    /// Operations dropped before the search (indeterminate and read-only).
-    pub(crate) dropped: u64,
-    /// Visited-cache heap use in bytes.
-    pub(crate) cache_bytes: u64,
-    /// Most bytes the search structures held at once (counted, including
-    /// the old and new arrays while one grows).
-    pub(crate) memory_peak: u64,
-    /// The longest linearizable prefix reached.
-    pub(crate) deepest_prefix: u64,
-    /// How often the visited cache was forgotten to stay in the budget.
-    pub(crate) cache_resets: u64,
 }
 
 /// One choice on the search stack.
@@ -467,19 +419,6 @@ impl<'a, M: Model> Search<'a, M> {
         Ok(search)
     }
 
-    /// Bytes the search structures hold now.
-    fn memory_in_use(&self) -> u64 {
-        self.fixed_bytes
-            + self.cache.bytes()
-            + self.linearized.interned_bytes()
-            + self.table.bytes()
-    }
-
-    /// Bytes one step may newly allocate at most.
-    fn step_growth(&self) -> u64 {
-        self.cache.insert_growth() + self.linearized.intern_growth() + self.table.step_growth()
-    }
-
     fn run(&mut self) -> RawOutcome {
         if self.required_count == 0 {
             return RawOutcome::Linearizable { order: Vec::new() };
@@ -532,66 +471,6 @@ impl<'a, M: Model> Search<'a, M> {
         }
     }
 
-    /// Reduction 4: a pending read-only operation whose deadline is near
-    /// (among the next [`OBSERVATION_HORIZON`] deadlines) must still be
-    /// satisfiable: either the model finds it consistent with the current
-    /// state, or one of its enablers is still unlinearized. Otherwise the
-    /// configuration is dead.
-    fn observation_reachable(&mut self) -> bool {
-        match self.unreachable_observation() {
-            None => true,
-            Some(op) => {
-                self.record_stuck(
-                    self.first_return_entry(),
-                    Some((op, StuckReason::Unsatisfiable)),
-                );
-                false
-            }
-        }
-    }
-
-    /// The first entry that is not a call (a return entry or the tail).
-    fn first_return_entry(&self) -> u32 {
-        let mut entry = self.next[HEAD as usize];
-        while entry != self.tail && self.entry_is_call[entry as usize] {
-            entry = self.next[entry as usize];
-        }
-        entry
-    }
-
-    /// The first pending observation (within the horizon) that can no
-    /// longer be satisfied, if any.
-    fn unreachable_observation(&self) -> Option<u32> {
-        if !M::PRUNES_UNREACHABLE_OBSERVATIONS {
-            return None;
-        }
-        let mut entry = self.first_return_entry();
-        if entry == self.tail {
-            return None;
-        }
-        let horizon =
-            self.return_rank[self.entry_op[entry as usize] as usize] + OBSERVATION_HORIZON;
-        let state = self.table.state(self.state);
-        while entry != self.tail {
-            let op = self.entry_op[entry as usize] as usize;
-            if !self.entry_is_call[entry as usize] {
-                if self.return_rank[op] >= horizon {
-                    return None;
-                }
-                if let Some(enablers) = &self.enablers[op] {
-                    let enabled = enablers
-                        .iter()
-                        .any(|&writer| !self.linearized.contains(writer as usize));
-                    if !enabled && !self.model.observation_consistent(state, self.ops[op]) {
-                        return Some(op as u32);
-                    }
-                }
-            }
-            entry = self.next[entry as usize];
-        }
-        None
-    }
-
     fn is_done(&self) -> bool {
         self.required_linearized == self.required_count
     }
@@ -607,39 +486,6 @@ impl<'a, M: Model> Search<'a, M> {
     fn may_try(&self, op: u32) -> bool {
         let predecessor = self.must_follow[op as usize];
         predecessor == NONE || self.linearized.contains(predecessor as usize)
-    }
-
-    /// Before each step: stop if the step limit is reached, if the step
-    /// could grow the structures past the memory limit (the check is on
-    /// the worst case, so the limit is never crossed), or, every
-    /// [`TIME_CHECK_INTERVAL`] steps, if the deadline has passed.
-    fn check_budget(&mut self) -> Option<RawOutcome> {
-        if let Some(steps_max) = self.limits.steps_max
-            && self.steps >= steps_max
-        {
-            return Some(RawOutcome::StepBudgetExhausted { steps_max });
-        }
-        if let Some(memory_max) = self.limits.memory_max
-            && self.memory_in_use() + self.step_growth() > memory_max
-        {
-            // Growing would pass the limit: forget the visited cache and give
-            // its room back (only work is lost, see `VisitedCache::clear`).
-            // Stop only when even that is not enough.
-            if self.cache.len() == 0 {
-                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
-            }
-            self.cache.clear();
-            self.linearized.forget_chunks();
-            self.cache_resets += 1;
-            if self.memory_in_use() + self.step_growth() > memory_max {
-                return Some(RawOutcome::MemoryBudgetExhausted { memory_max });
-            }
-        }
-        if self.steps >= self.next_time_check {
-            self.next_time_check = self.steps + TIME_CHECK_INTERVAL;
-            return self.limits.time_exhausted();
-        }
-        None
     }
 
     /// Reduction 2: at a new configuration, linearize allowed read-only
