@@ -36,16 +36,22 @@ pub enum Canary {
     /// `read-above-high-watermark`: consumer fetches (replica id -1) read up to the log end
     /// instead of the high watermark. Lives in `Partition::read_for_consumer`.
     ReadAboveHighWatermark,
+    /// `read-committed-ignores-lso`: read_committed fetches read up to the high watermark
+    /// instead of the last stable offset, so records of still-open transactions (later
+    /// committed or aborted) reach read_committed consumers. Lives in
+    /// `Partition::read_for_consumer`.
+    ReadCommittedIgnoresLso,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 5] = [
+    pub const ALL: [Canary; 6] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
         Canary::SkipFollowerTruncation,
         Canary::ReadAboveHighWatermark,
+        Canary::ReadCommittedIgnoresLso,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -56,6 +62,7 @@ impl Canary {
             Canary::SkipIdempotentDedupe => "skip-idempotent-dedupe",
             Canary::SkipFollowerTruncation => "skip-follower-truncation",
             Canary::ReadAboveHighWatermark => "read-above-high-watermark",
+            Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
         }
     }
 
@@ -64,8 +71,8 @@ impl Canary {
         Canary::ALL.map(Canary::name).join(", ")
     }
 
-    fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
@@ -98,7 +105,7 @@ impl FromStr for Canary {
 
 /// The set of canaries switched on; empty by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Canaries(u8);
+pub struct Canaries(u32);
 
 impl Canaries {
     /// No canary: the node as it should behave.
