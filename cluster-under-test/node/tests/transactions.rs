@@ -353,3 +353,43 @@ fn transactions_survive_a_crash() {
     assert_eq!(write_marker(node.address, TOPIC, p2, 0, true, 0), 0);
     assert_eq!(fetch(node.address, 1).last_stable_offset, 6);
 }
+
+/// One node with `canaries`; a transaction left open at 0..=1 and a plain record after it at 2.
+/// Returns what a read_committed fetch answered.
+fn read_committed_over_an_open_transaction(canaries: &str) -> Fetched {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), &format!("logjam.canaries={canaries}"));
+    create_topic(node.address, TOPIC, 1, 1, &[]);
+    wait_until("a leader", Duration::from_secs(20), || {
+        partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
+    });
+    let open = init_producer_id(node.address);
+    let plain = common::batch(&[b"plain"]);
+    assert_eq!(
+        produce_records(node.address, TOPIC, txn_batch(open, 0, 0, 2), -1, 10_000),
+        Ok(0)
+    );
+    assert_eq!(
+        produce_records(node.address, TOPIC, plain, -1, 10_000),
+        Ok(2)
+    );
+    fetch(node.address, 1)
+}
+
+/// Without canaries read_committed stops at the open transaction: nothing is returned.
+#[test]
+fn read_committed_without_canary_stops_at_the_open_transaction() {
+    let fetched = read_committed_over_an_open_transaction("");
+    assert_eq!((fetched.high_watermark, fetched.last_stable_offset), (3, 0));
+    assert!(fetched.records.is_empty(), "{fetched:?}");
+}
+
+/// `read-committed-ignores-lso`: read_committed reads to the high watermark, the open
+/// transaction's records (at and above the LSO) included.
+#[test]
+fn canary_read_committed_ignores_lso_serves_open_transactions() {
+    let fetched = read_committed_over_an_open_transaction("read-committed-ignores-lso");
+    assert_eq!((fetched.high_watermark, fetched.last_stable_offset), (3, 0));
+    let offsets: Vec<i64> = fetched.records.iter().map(|record| record.0).collect();
+    assert_eq!(offsets, vec![0, 1, 2], "{fetched:?}");
+}
