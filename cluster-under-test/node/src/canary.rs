@@ -41,17 +41,34 @@ pub enum Canary {
     /// committed or aborted) reach read_committed consumers. Lives in
     /// `Partition::read_for_consumer`.
     ReadCommittedIgnoresLso,
+    /// `no-zombie-fence`: InitProducerId with a transactional id does not bump the producer
+    /// epoch (neither for a new producer nor when fencing an open transaction), so a zombie
+    /// producer of the same transactional id keeps writing and committing. Lives in
+    /// `coordinator/txn/transitions.rs` (`init_producer_id`).
+    NoZombieFence,
+    /// `commit-before-markers`: the coordinator writes CompleteCommit before any commit
+    /// marker is written, and sends the markers once without retrying: a marker lost to a
+    /// leader change is never written, and the transaction's records are never committed on
+    /// that partition. Lives in `coordinator/txn/markers.rs`.
+    CommitBeforeMarkers,
+    /// `skip-abort-marker`: an aborted transaction is completed without writing its abort
+    /// markers, so its records stay open on their partitions. Lives in
+    /// `coordinator/txn/markers.rs`.
+    SkipAbortMarker,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 6] = [
+    pub const ALL: [Canary; 9] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
         Canary::SkipFollowerTruncation,
         Canary::ReadAboveHighWatermark,
         Canary::ReadCommittedIgnoresLso,
+        Canary::NoZombieFence,
+        Canary::CommitBeforeMarkers,
+        Canary::SkipAbortMarker,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -63,6 +80,9 @@ impl Canary {
             Canary::SkipFollowerTruncation => "skip-follower-truncation",
             Canary::ReadAboveHighWatermark => "read-above-high-watermark",
             Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
+            Canary::NoZombieFence => "no-zombie-fence",
+            Canary::CommitBeforeMarkers => "commit-before-markers",
+            Canary::SkipAbortMarker => "skip-abort-marker",
         }
     }
 
