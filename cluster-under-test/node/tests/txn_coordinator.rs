@@ -83,7 +83,7 @@ fn init(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResp
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let response = init_once(stream, id, timeout_ms);
-        if !matches!(response.error_code, 14 | 15 | 16) || Instant::now() > deadline {
+        if !matches!(response.error_code, 14..=16) || Instant::now() > deadline {
             return response;
         }
         std::thread::sleep(Duration::from_millis(100));
