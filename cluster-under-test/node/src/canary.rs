@@ -36,6 +36,11 @@ pub enum Canary {
     /// `read-above-high-watermark`: consumer fetches (replica id -1) read up to the log end
     /// instead of the high watermark. Lives in `Partition::read_for_consumer`.
     ReadAboveHighWatermark,
+    /// `read-committed-ignores-lso`: read_committed fetches read up to the high watermark
+    /// instead of the last stable offset, so records of still-open transactions (later
+    /// committed or aborted) reach read_committed consumers. Lives in
+    /// `Partition::read_for_consumer`.
+    ReadCommittedIgnoresLso,
     /// `no-zombie-fence`: InitProducerId with a transactional id does not bump the producer
     /// epoch (neither for a new producer nor when fencing an open transaction), so a zombie
     /// producer of the same transactional id keeps writing and committing. Lives in
@@ -54,12 +59,13 @@ pub enum Canary {
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 8] = [
+    pub const ALL: [Canary; 9] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
         Canary::SkipFollowerTruncation,
         Canary::ReadAboveHighWatermark,
+        Canary::ReadCommittedIgnoresLso,
         Canary::NoZombieFence,
         Canary::CommitBeforeMarkers,
         Canary::SkipAbortMarker,
@@ -73,6 +79,7 @@ impl Canary {
             Canary::SkipIdempotentDedupe => "skip-idempotent-dedupe",
             Canary::SkipFollowerTruncation => "skip-follower-truncation",
             Canary::ReadAboveHighWatermark => "read-above-high-watermark",
+            Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
             Canary::NoZombieFence => "no-zombie-fence",
             Canary::CommitBeforeMarkers => "commit-before-markers",
             Canary::SkipAbortMarker => "skip-abort-marker",
@@ -84,8 +91,8 @@ impl Canary {
         Canary::ALL.map(Canary::name).join(", ")
     }
 
-    fn bit(self) -> u16 {
-        1 << (self as u16)
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
@@ -118,7 +125,7 @@ impl FromStr for Canary {
 
 /// The set of canaries switched on; empty by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Canaries(u16);
+pub struct Canaries(u32);
 
 impl Canaries {
     /// No canary: the node as it should behave.

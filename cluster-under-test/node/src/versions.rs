@@ -34,6 +34,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
     (ApiKey::InitProducerId, 0, 5),
+    // v0 is gone in Kafka 4 (KIP-896) and not in kafka-protocol 0.18; v1 is flexible.
+    (ApiKey::WriteTxnMarkers, 1, 1),
     // The transaction coordinator (coordinator/txn.rs).
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -167,6 +169,9 @@ mod tests {
             ApiKey::AllocateProducerIds => {
                 RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
             }
+            ApiKey::WriteTxnMarkers => {
+                RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default())
+            }
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -221,6 +226,9 @@ mod tests {
             }
             ApiKey::AllocateProducerIds => {
                 ResponseKind::AllocateProducerIds(AllocateProducerIdsResponse::default())
+            }
+            ApiKey::WriteTxnMarkers => {
+                ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default())
             }
             other => panic!("no default response for {other:?}"),
         }
