@@ -39,6 +39,35 @@ def produce_all(p, topic, tag, count, acked):
     p.flush(30)
 
 
+def read_committed(bootstrap, topic, partitions=2):
+    """Every record a read_committed consumer sees on the topic, as keys, in offset order."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"{topic}-reader",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    keys, eof = [], set()
+    import time
+    deadline = time.time() + 60
+    while len(eof) < partitions and time.time() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                eof.add(msg.partition())
+                continue
+            raise RuntimeError(str(msg.error()))
+        keys.append(msg.key().decode())
+    consumer.close()
+    return sorted(keys), len(eof) == partitions
+
+
 def commit_abort(bootstrap, topic):
     p = producer(bootstrap, f"{topic}-txn")
     p.init_transactions(60)
@@ -50,8 +79,10 @@ def commit_abort(bootstrap, topic):
             p.commit_transaction(60)
         else:
             p.abort_transaction(60)
-    ok = len(acked) == 30
-    return ok, {"acked": len(acked), "offsets": acked}
+    keys, complete = read_committed(bootstrap, topic)
+    expected = sorted(f"{tag}-{i}" for tag in ("c1", "c2") for i in range(10))
+    ok = len(acked) == 30 and complete and keys == expected
+    return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
 
 
 def zombie(bootstrap, topic):
@@ -77,7 +108,9 @@ def zombie(bootstrap, topic):
     b.begin_transaction()
     produce_all(b, topic, "b", 5, acked)
     b.commit_transaction(60)
-    return fenced, {"zombie_commit": seen}
+    keys, complete = read_committed(bootstrap, topic)
+    ok = fenced and complete and keys == sorted(f"b-{i}" for i in range(5))
+    return ok, {"zombie_commit": seen, "read_committed": keys, "read_to_end": complete}
 
 
 def main():

@@ -1,0 +1,74 @@
+//! Transactions with a real client: librdkafka's transactional producer (Python
+//! `confluent-kafka`) against a 3-node cluster of `logjam-node` processes, each scenario on
+//! its own topic (2 partitions, 3 replicas), checked with a read_committed consumer:
+//!
+//! - commit, abort, commit: every call succeeds and read_committed sees exactly the two
+//!   committed transactions' records;
+//! - a zombie: a second producer with the same `transactional.id` fences the first, whose
+//!   commit then fails with librdkafka's fatal fenced error; read_committed sees only the
+//!   new producer's records.
+//!
+//! The clients come from `.venv` at the repository root or `LOGJAM_PYTHON`, as in
+//! `real_clients.rs`; a missing client fails the test.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::Cluster;
+
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("LOGJAM_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with the Kafka clients: run `python3 -m venv .venv && .venv/bin/pip install -r \
+         cluster-under-test/node/tests/python/requirements.txt` at the repository root, or set LOGJAM_PYTHON"
+    );
+    venv
+}
+
+/// Runs `transactions.py` in `mode` on a fresh topic; returns its JSON line.
+fn scenario(cluster: &Cluster, topic: &str, mode: &str) -> String {
+    assert_eq!(
+        common::create_topics(cluster.nodes[0].address, &[(topic, 2, 3)]),
+        vec![0]
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/transactions.py");
+    let bootstrap: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.address.to_string())
+        .collect();
+    let output = Command::new(python())
+        .arg(script)
+        .arg(bootstrap.join(","))
+        .arg(topic)
+        .arg(mode)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{mode} failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    stdout
+}
+
+#[test]
+fn confluent_kafka_commits_aborts_and_is_fenced_as_a_zombie() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(
+        root.path(),
+        3,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000",
+    );
+    let seen = scenario(&cluster, "txn-commit-abort", "commit-abort");
+    assert!(seen.contains("\"acked\": 30"), "{seen}");
+    let seen = scenario(&cluster, "txn-zombie", "zombie");
+    assert!(seen.contains("\"fatal\": true"), "{seen}");
+}
