@@ -31,8 +31,9 @@ fn python() -> PathBuf {
     venv
 }
 
-/// Runs `transactions.py` in `mode` on a fresh topic; returns its JSON line.
-fn scenario(cluster: &Cluster, topic: &str, mode: &str) -> String {
+/// Runs `transactions.py` in `mode` on a fresh topic; returns whether every expectation
+/// held, and its JSON line.
+fn run(cluster: &Cluster, topic: &str, mode: &str) -> (bool, String) {
     assert_eq!(
         common::create_topics(cluster.nodes[0].address, &[(topic, 2, 3)]),
         vec![0]
@@ -53,22 +54,70 @@ fn scenario(cluster: &Cluster, topic: &str, mode: &str) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        output.status.success(),
-        "{mode} failed\nstdout: {stdout}\nstderr: {stderr}"
+        stdout.trim_start().starts_with('{'),
+        "{mode}: the script did not finish\nstdout: {stdout}\nstderr: {stderr}"
     );
-    stdout
+    (output.status.success(), stdout)
+}
+
+/// [`run`], which must meet every expectation.
+fn scenario(cluster: &Cluster, topic: &str, mode: &str) -> String {
+    let (ok, seen) = run(cluster, topic, mode);
+    assert!(ok, "{mode} failed: {seen}");
+    seen
+}
+
+fn cluster_with(root: &std::path::Path, canaries: &str) -> Cluster {
+    Cluster::start(
+        root,
+        3,
+        &format!(
+            "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n\
+             logjam.canaries={canaries}"
+        ),
+    )
 }
 
 #[test]
 fn confluent_kafka_commits_aborts_and_is_fenced_as_a_zombie() {
     let root = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(
-        root.path(),
-        3,
-        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000",
-    );
+    let cluster = cluster_with(root.path(), "");
     let seen = scenario(&cluster, "txn-commit-abort", "commit-abort");
     assert!(seen.contains("\"acked\": 30"), "{seen}");
     let seen = scenario(&cluster, "txn-zombie", "zombie");
     assert!(seen.contains("\"fatal\": true"), "{seen}");
+}
+
+/// Canary `no-zombie-fence` (the twin of the zombie scenario above): InitProducerId does not
+/// bump the epoch, so the zombie is not fenced: the record it writes after the new producer
+/// took over lands in the new producer's transaction (same producer id and epoch) and is read
+/// as committed, and the zombie's own commit fails with something other than the fence.
+#[test]
+fn canary_no_zombie_fence_lets_the_zombie_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = cluster_with(root.path(), "no-zombie-fence");
+    let (ok, seen) = run(&cluster, "txn-zombie", "zombie");
+    assert!(!ok, "{seen}");
+    eprintln!("{seen}");
+    assert!(!seen.contains("_FENCED"), "{seen}");
+    assert!(
+        seen.contains("\"zombie-late-0\""),
+        "the zombie's late record is committed: {seen}"
+    );
+}
+
+/// Canary `skip-abort-marker` (the twin of the commit-abort scenario above): the aborted
+/// transaction gets no abort markers, so read_committed does not see exactly the committed
+/// records.
+#[test]
+fn canary_skip_abort_marker_breaks_read_committed() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = cluster_with(root.path(), "skip-abort-marker");
+    let (ok, seen) = run(&cluster, "txn-commit-abort", "commit-abort");
+    eprintln!("{seen}");
+    assert!(!ok, "{seen}");
+    assert!(
+        seen.contains("\"acked\": 30"),
+        "every call still succeeded: {seen}"
+    );
 }

@@ -105,12 +105,17 @@ def zombie(bootstrap, topic):
         error = e.args[0]
         seen = {"code": error.name(), "fatal": error.fatal()}
     fenced = isinstance(seen, dict) and seen["fatal"] and seen["code"] in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
-    b.begin_transaction()
-    produce_all(b, topic, "b", 5, acked)
-    b.commit_transaction(60)
+    try:
+        b.begin_transaction()
+        produce_all(b, topic, "b", 5, acked)
+        b.commit_transaction(60)
+        b_outcome = "committed"
+    except KafkaException as e:
+        b_outcome = e.args[0].name()
     keys, complete = read_committed(bootstrap, topic)
-    ok = fenced and complete and keys == sorted(f"b-{i}" for i in range(5))
-    return ok, {"zombie_commit": seen, "read_committed": keys, "read_to_end": complete}
+    ok = fenced and b_outcome == "committed" and complete and keys == sorted(f"b-{i}" for i in range(5))
+    return ok, {"zombie_commit": seen, "new_producer": b_outcome, "read_committed": keys,
+                "read_to_end": complete}
 
 
 def main():
