@@ -107,8 +107,9 @@ fn canary_no_zombie_fence_lets_the_zombie_commit() {
 }
 
 /// Canary `skip-abort-marker` (the twin of the commit-abort scenario above): the aborted
-/// transaction gets no abort markers, so read_committed does not see exactly the committed
-/// records.
+/// transaction gets no abort markers, so its records stay open on their partitions and the
+/// next transaction's commit markers (same producer id and epoch) commit them: a
+/// read_committed consumer reads the aborted records.
 #[test]
 fn canary_skip_abort_marker_breaks_read_committed() {
     let root = tempfile::tempdir().unwrap();
@@ -116,6 +117,10 @@ fn canary_skip_abort_marker_breaks_read_committed() {
     let (ok, seen) = run(&cluster, "txn-commit-abort", "commit-abort");
     eprintln!("{seen}");
     assert!(!ok, "{seen}");
+    assert!(
+        seen.contains("\"a1-0\""),
+        "an aborted record is read as committed: {seen}"
+    );
     assert!(
         seen.contains("\"acked\": 30"),
         "every call still succeeded: {seen}"
