@@ -118,8 +118,38 @@ def zombie(bootstrap, topic):
                 "read_to_end": complete}
 
 
+def commit_paused(bootstrap, topic, partition, txn_id):
+    """Produces 5 records in a transaction to one partition, then waits for a line on stdin
+    (the test crashes that partition's leader), commits, waits for another line (the test
+    restarted the leader) and reads the partition back read_committed."""
+    from confluent_kafka import TopicPartition  # noqa: F401
+
+    p = producer(bootstrap, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    acked = []
+    for i in range(5):
+        p.produce(topic, key=f"p-{i}".encode(), value=b"v", partition=partition,
+                  on_delivery=lambda err, msg: err is None and acked.append(msg.offset()))
+    p.flush(30)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    p.commit_transaction(60)
+    print("COMMITTED", flush=True)
+    sys.stdin.readline()
+    keys, complete = read_committed(bootstrap, topic, partitions=partition + 1)
+    keys = [k for k in keys if k.startswith("p-")]
+    ok = len(acked) == 5 and complete and keys == [f"p-{i}" for i in range(5)]
+    return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
+
+
 def main():
     bootstrap, topic, mode = sys.argv[1:4]
+    if mode == "commit-paused":
+        ok, seen = commit_paused(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
+        seen["ok"] = ok
+        print(json.dumps(seen))
+        sys.exit(0 if ok else 1)
     ok, seen = {"commit-abort": commit_abort, "zombie": zombie}[mode](bootstrap, topic)
     seen["ok"] = ok
     print(json.dumps(seen))
