@@ -111,8 +111,8 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// The wire value (anything but 1 reads uncommitted, as Kafka's `IsolationLevel.forId`
-    /// would refuse; the request decoder only gives 0 or 1 to well-behaved clients).
+    /// The wire value: 1 is read_committed, anything else read_uncommitted (Kafka's
+    /// `IsolationLevel.forId` refuses values other than 0 and 1; this node reads them as 0).
     pub fn from_wire(level: i8) -> Isolation {
         if level == 1 {
             Isolation::ReadCommitted
