@@ -95,17 +95,21 @@ fn new_producer(address: SocketAddr) -> i64 {
 }
 
 #[test]
-fn init_producer_id_hands_out_fresh_ids_and_refuses_transactional_ids() {
+fn init_producer_id_hands_out_fresh_ids_and_sends_transactional_ids_to_the_coordinator() {
     let (_dir, node) = start();
     let first = new_producer(node.address);
     let second = new_producer(node.address);
     assert!(first >= 0);
     assert_ne!(first, second);
+    // A transactional id is the transaction coordinator's: its first request creates
+    // `__transaction_state` and is told to retry, as Kafka answers (tests/txn_coordinator.rs
+    // covers the rest).
     let transactional = init_producer_id(node.address, Some("txn"));
     assert_eq!(
         transactional.error_code,
-        kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed.code()
+        kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
     );
+    assert_eq!(transactional.producer_id.0, -1);
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! (requests built with `kafka-protocol` alone): `__transaction_state` created on first use
 //! with Kafka's settings, the coordinator of an id being the leader of its partition
 //! (`abs(javaHashCode(id)) % 50`), InitProducerId bumping the epoch and fencing, Kafka's error
-//! codes for bad input with nothing written, EndTxn's state surviving the coordinator's
-//! death (the next leader loads it).
+//! codes for bad input with nothing written, a transaction past its timeout aborted with an
+//! epoch bump, EndTxn's state surviving the coordinator's death (the next leader loads it).
 
 mod common;
 
@@ -300,6 +300,45 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     assert!(retried == 51 || retried == 0, "retried EndTxn: {retried}");
     // The abort of a committing transaction is refused.
     assert_eq!(end(&mut stream, id, pid, 1, false).error_code, 48);
+
+    // A transaction open past its timeout is aborted with an epoch bump, fencing its producer.
+    let expiring = "logjam-txn-expiring";
+    let mut at_its_coordinator = connect(at(find(first, expiring)));
+    let opened = init(&mut at_its_coordinator, expiring, 1_000);
+    assert_eq!(opened.error_code, 0, "{opened:?}");
+    let (expiring_pid, expiring_epoch) = (opened.producer_id.0, opened.producer_epoch);
+    assert_eq!(
+        add(
+            &mut at_its_coordinator,
+            3,
+            expiring,
+            expiring_pid,
+            expiring_epoch
+        ),
+        0
+    );
+    wait_until(
+        "the expired transaction is aborted",
+        Duration::from_secs(30),
+        || {
+            let (code, state, producer, epoch) = describe(&mut at_its_coordinator, expiring);
+            code == 0
+                && (state == "PrepareAbort" || state == "CompleteAbort")
+                && (producer, epoch) == (expiring_pid, expiring_epoch + 1)
+        },
+    );
+    assert_eq!(
+        end(
+            &mut at_its_coordinator,
+            expiring,
+            expiring_pid,
+            expiring_epoch,
+            true
+        )
+        .error_code,
+        90,
+        "the expired producer is fenced"
+    );
 
     // The coordinator dies: the next leader of the partition loads the id's state.
     cluster.nodes[(coordinator - 1) as usize].kill();
