@@ -12,6 +12,7 @@ pub mod batch;
 pub mod idempotence;
 pub mod partitioner;
 pub mod sender;
+pub mod transaction;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
