@@ -145,6 +145,12 @@ pub struct ProducerConfig {
     pub partitioner_ignore_keys: bool,
     /// `metadata.max.age.ms`, default 5 min.
     pub metadata_max_age: Duration,
+    /// `transactional.id`, default none: set, the producer is transactional (and needs
+    /// idempotence).
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`, default 60 s: sent with InitProducerId; the coordinator aborts
+    /// a transaction open longer than this.
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -168,6 +174,8 @@ impl Default for ProducerConfig {
             idempotence_explicit: false,
             partitioner_ignore_keys: false,
             metadata_max_age: Duration::from_millis(300_000),
+            transactional_id: None,
+            transaction_timeout: Duration::from_millis(60_000),
         }
     }
 }
@@ -275,6 +283,18 @@ impl ProducerConfig {
                     config.partitioner_ignore_keys = parse_bool(key, value)?
                 }
                 "metadata.max.age.ms" => config.metadata_max_age = parse_ms(key, value)?,
+                "transactional.id" => {
+                    if value.is_empty() {
+                        return Err(invalid(key, value, "a non-empty transactional id"));
+                    }
+                    config.transactional_id = Some(value.to_owned());
+                }
+                "transaction.timeout.ms" => {
+                    config.transaction_timeout = parse_ms(key, value)?;
+                    if config.transaction_timeout.as_millis() > i32::MAX as u128 {
+                        return Err(invalid(key, value, "at most 2147483647"));
+                    }
+                }
                 "compression.type" => {
                     if value.trim() != "none" {
                         return Err(ConfigError::Unsupported {
@@ -297,6 +317,14 @@ impl ProducerConfig {
             });
         }
         config.apply_idempotence_rules(explicit_acks, explicit_retries, explicit_in_flight)?;
+        if config.transactional_id.is_some() && !config.enable_idempotence {
+            // Kafka: "Cannot set a transactional.id without also enabling idempotence."
+            return Err(ConfigError::Conflict {
+                key: "transactional.id",
+                reason: "a transactional producer needs idempotence (acks=all, retries > 0, \
+                         max.in.flight.requests.per.connection <= 5, enable.idempotence not false)",
+            });
+        }
         let floor = config.linger + config.request_timeout;
         if config.delivery_timeout < floor {
             if explicit_delivery_timeout {
@@ -620,6 +648,40 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn transactional_id_needs_idempotence() {
+        let config = ProducerConfig::from_properties([
+            BOOT,
+            ("transactional.id", "tx-1"),
+            ("transaction.timeout.ms", "10000"),
+        ])
+        .unwrap();
+        assert_eq!(config.transactional_id.as_deref(), Some("tx-1"));
+        assert_eq!(config.transaction_timeout, Duration::from_secs(10));
+        assert_eq!(
+            ProducerConfig::from_properties([BOOT])
+                .unwrap()
+                .transaction_timeout,
+            Duration::from_secs(60)
+        );
+        for conflict in [("enable.idempotence", "false"), ("acks", "1")] {
+            let error =
+                ProducerConfig::from_properties([BOOT, ("transactional.id", "tx-1"), conflict])
+                    .unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    ConfigError::Conflict {
+                        key: "transactional.id",
+                        ..
+                    }
+                ),
+                "{conflict:?}: {error}"
+            );
+        }
+        assert!(ProducerConfig::from_properties([BOOT, ("transactional.id", "")]).is_err());
     }
 
     #[test]

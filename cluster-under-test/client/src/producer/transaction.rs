@@ -509,16 +509,16 @@ impl TransactionManager {
     pub fn on_error(&mut self, reaction: Reaction, error: Error) -> TxnState {
         match reaction {
             Reaction::Done | Reaction::Retry { .. } => {}
-            Reaction::Fatal => self.to_fatal(error),
-            Reaction::Abortable => self.to_abortable(error),
+            Reaction::Fatal => self.transition_to_fatal(error),
+            Reaction::Abortable => self.transition_to_abortable(error),
             Reaction::AbortableIfPossible => {
                 if self.can_handle_abortable_error() {
                     if self.client_must_bump_epoch() {
                         self.epoch_bump_required = true;
                     }
-                    self.to_abortable(error);
+                    self.transition_to_abortable(error);
                 } else {
-                    self.to_fatal(error);
+                    self.transition_to_fatal(error);
                 }
             }
         }
@@ -541,12 +541,12 @@ impl TransactionManager {
         self.on_error(reaction, error)
     }
 
-    fn to_fatal(&mut self, error: Error) {
+    fn transition_to_fatal(&mut self, error: Error) {
         self.state = TxnState::FatalError;
         self.last_error = Some(error);
     }
 
-    fn to_abortable(&mut self, error: Error) {
+    fn transition_to_abortable(&mut self, error: Error) {
         if self.state == TxnState::AbortingTransaction {
             // Already aborting: the abort goes on.
             return;
@@ -556,7 +556,7 @@ impl TransactionManager {
             self.last_error = Some(error);
         } else {
             // Kafka poisons the manager on an invalid transition (KAFKA-14831).
-            self.to_fatal(error);
+            self.transition_to_fatal(error);
         }
     }
 }
