@@ -416,6 +416,8 @@ pub struct ConsumerConfig {
     pub request_timeout: Duration,
     /// `retry.backoff.ms`, default 100.
     pub retry_backoff: Duration,
+    /// `isolation.level`, default read_uncommitted.
+    pub isolation_level: crate::consumer::isolation::IsolationLevel,
 }
 
 impl Default for ConsumerConfig {
@@ -431,6 +433,7 @@ impl Default for ConsumerConfig {
             max_poll_records: 500,
             request_timeout: Duration::from_millis(30_000),
             retry_backoff: Duration::from_millis(100),
+            isolation_level: crate::consumer::isolation::IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -448,9 +451,7 @@ impl ConsumerConfig {
     /// Parses `key=value` properties over the defaults.
     ///
     /// # Errors
-    /// Unknown keys, bad values, a missing `bootstrap.servers`, and `isolation.level=
-    /// read_committed` (it arrives with transactions: without aborted-transaction filtering it
-    /// would silently be read_uncommitted).
+    /// Unknown keys, bad values, a missing `bootstrap.servers`.
     pub fn from_properties<'a>(
         properties: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ConsumerConfig> {
@@ -467,17 +468,12 @@ impl ConsumerConfig {
                         _ => return Err(invalid(key, value, "earliest, latest or none")),
                     }
                 }
-                "isolation.level" => match value.trim() {
-                    "read_uncommitted" => {}
-                    "read_committed" => {
-                        return Err(ConfigError::Unsupported {
-                            key: "isolation.level",
-                            value: value.to_owned(),
-                            reason: "read_committed arrives with transactions",
-                        });
-                    }
-                    _ => return Err(invalid(key, value, "read_uncommitted or read_committed")),
-                },
+                "isolation.level" => {
+                    config.isolation_level = crate::consumer::isolation::IsolationLevel::parse(
+                        value,
+                    )
+                    .ok_or_else(|| invalid(key, value, "read_uncommitted or read_committed"))?
+                }
                 "fetch.max.wait.ms" => config.fetch_max_wait = parse_ms(key, value)?,
                 "fetch.min.bytes" => config.fetch_min_bytes = parse_i32(key, value)?,
                 "fetch.max.bytes" => config.fetch_max_bytes = parse_i32(key, value)?,
@@ -695,16 +691,20 @@ mod tests {
     }
 
     #[test]
-    fn read_committed_is_refused_until_transactions_exist() {
-        let error = ConsumerConfig::from_properties([BOOT, ("isolation.level", "read_committed")])
-            .unwrap_err();
-        assert!(matches!(
-            error,
-            ConfigError::Unsupported {
-                key: "isolation.level",
-                ..
-            }
-        ));
+    fn isolation_level_defaults_to_read_uncommitted() {
+        use crate::consumer::isolation::IsolationLevel;
+        let config =
+            ConsumerConfig::from_properties([BOOT, ("isolation.level", "read_committed")]).unwrap();
+        assert_eq!(config.isolation_level, IsolationLevel::ReadCommitted);
+        assert_eq!(
+            ConsumerConfig::from_properties([BOOT])
+                .unwrap()
+                .isolation_level,
+            IsolationLevel::ReadUncommitted
+        );
+        let error =
+            ConsumerConfig::from_properties([BOOT, ("isolation.level", "committed")]).unwrap_err();
+        assert!(matches!(error, ConfigError::InvalidValue { .. }));
         let config =
             ConsumerConfig::from_properties([BOOT, ("auto.offset.reset", "earliest")]).unwrap();
         assert_eq!(config.auto_offset_reset, AutoOffsetReset::Earliest);
