@@ -5,17 +5,25 @@
 //! no response at all (acks=0). They never see raw bytes (`network/framing.rs` owns decoding),
 //! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
 //! Produce, Fetch and ListOffsets, the [`TopicCreator`] for CreateTopics, the
-//! [`ProducerIdManager`] for InitProducerId).
+//! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
+//! APIs).
 //!
 //! [`ReplicaManager`]: crate::replica::ReplicaManager
 //! [`TopicCreator`]: crate::broker::TopicCreator
 //! [`ProducerIdManager`]: crate::coordinator::ProducerIdManager
+//! [`TxnCoordinator`]: crate::coordinator::txn::TxnCoordinator
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod api_versions;
 mod create_topics;
+mod describe_transactions;
+mod end_txn;
 mod fetch;
+mod find_coordinator;
 mod init_producer_id;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod produce;
 
@@ -86,8 +94,35 @@ pub async fn dispatch(
             })
         }
         RequestKind::InitProducerId(request) => ResponseKind::InitProducerId(
-            init_producer_id::handle(broker.producer_ids(), &request).await,
+            init_producer_id::handle(broker.producer_ids(), broker.txn(), &request, version).await,
         ),
+        RequestKind::FindCoordinator(request) => ResponseKind::FindCoordinator(
+            find_coordinator::handle(broker.txn(), &request, version).await,
+        ),
+        RequestKind::AddPartitionsToTxn(request) => ResponseKind::AddPartitionsToTxn(
+            add_partitions_to_txn::handle(broker.txn(), &broker.image(), &request, version).await,
+        ),
+        RequestKind::AddOffsetsToTxn(request) => {
+            let offsets_partitions = broker
+                .config()
+                .raw
+                .get("offsets.topic.num.partitions")
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or(50);
+            ResponseKind::AddOffsetsToTxn(
+                add_offsets_to_txn::handle(broker.txn(), offsets_partitions, &request, version)
+                    .await,
+            )
+        }
+        RequestKind::EndTxn(request) => {
+            ResponseKind::EndTxn(end_txn::handle(broker.txn(), &request, version).await)
+        }
+        RequestKind::DescribeTransactions(request) => ResponseKind::DescribeTransactions(
+            describe_transactions::handle(broker.txn(), &request),
+        ),
+        RequestKind::ListTransactions(request) => {
+            ResponseKind::ListTransactions(list_transactions::handle(broker.txn(), &request))
+        }
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }

@@ -7,7 +7,8 @@
 //!
 //! Its parts, each a narrow handle given to the APIs that need it: the [`ReplicaManager`]
 //! (hosted partitions and their logs), the [`TopicCreator`] (topic creation through the active
-//! controller) and the [`ProducerIdManager`] (InitProducerId's blocks of ids).
+//! controller), the [`ProducerIdManager`] (InitProducerId's blocks of ids) and the
+//! [`TxnCoordinator`] (the transaction coordinator, on `__transaction_state`).
 
 mod topic_creator;
 
@@ -24,6 +25,7 @@ use crate::controller::{
     BrokerLifecycleSettings, ControllerConfig, Quorum, QuorumSettings, QuorumStartError,
 };
 use crate::coordinator::ProducerIdManager;
+use crate::coordinator::txn::{TxnCoordinator, TxnSettings};
 use crate::metadata::MetadataImage;
 use crate::replica::ReplicaManager;
 use crate::replica::manager::broker_log_config;
@@ -39,7 +41,8 @@ pub struct Broker {
     quorum: Arc<Quorum>,
     replicas: Arc<ReplicaManager>,
     topics: TopicCreator,
-    producer_ids: ProducerIdManager,
+    producer_ids: Arc<ProducerIdManager>,
+    txn: Arc<TxnCoordinator>,
 }
 
 /// Why a node could not start.
@@ -158,9 +161,18 @@ impl Broker {
         if config.is_broker() {
             replicas.apply_image();
         }
+        let topics = TopicCreator::new(Arc::clone(&quorum), Arc::clone(&replicas));
+        let producer_ids = Arc::new(ProducerIdManager::new(config.node_id, Arc::clone(&quorum)));
+        let txn = Arc::new(TxnCoordinator::new(
+            Arc::clone(&replicas),
+            topics.clone(),
+            Arc::clone(&producer_ids),
+            TxnSettings::from_config(&config),
+        ));
         Ok(Broker {
-            topics: TopicCreator::new(Arc::clone(&quorum), Arc::clone(&replicas)),
-            producer_ids: ProducerIdManager::new(config.node_id, Arc::clone(&quorum)),
+            topics,
+            producer_ids,
+            txn,
             cluster_id,
             quorum,
             replicas,
@@ -206,6 +218,11 @@ impl Broker {
     /// InitProducerId's producer ids.
     pub fn producer_ids(&self) -> &ProducerIdManager {
         &self.producer_ids
+    }
+
+    /// The transaction coordinator.
+    pub fn txn(&self) -> &Arc<TxnCoordinator> {
+        &self.txn
     }
 
     /// Every topic.

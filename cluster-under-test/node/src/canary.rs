@@ -36,16 +36,33 @@ pub enum Canary {
     /// `read-above-high-watermark`: consumer fetches (replica id -1) read up to the log end
     /// instead of the high watermark. Lives in `Partition::read_for_consumer`.
     ReadAboveHighWatermark,
+    /// `no-zombie-fence`: InitProducerId with a transactional id does not bump the producer
+    /// epoch (neither for a new producer nor when fencing an open transaction), so a zombie
+    /// producer of the same transactional id keeps writing and committing. Lives in
+    /// `coordinator/txn/transitions.rs` (`init_producer_id`).
+    NoZombieFence,
+    /// `commit-before-markers`: the coordinator writes CompleteCommit before any commit
+    /// marker is written, and sends the markers once without retrying: a marker lost to a
+    /// leader change is never written, and the transaction's records are never committed on
+    /// that partition. Lives in `coordinator/txn/markers.rs`.
+    CommitBeforeMarkers,
+    /// `skip-abort-marker`: an aborted transaction is completed without writing its abort
+    /// markers, so its records stay open on their partitions. Lives in
+    /// `coordinator/txn/markers.rs`.
+    SkipAbortMarker,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 5] = [
+    pub const ALL: [Canary; 8] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
         Canary::SkipFollowerTruncation,
         Canary::ReadAboveHighWatermark,
+        Canary::NoZombieFence,
+        Canary::CommitBeforeMarkers,
+        Canary::SkipAbortMarker,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -56,6 +73,9 @@ impl Canary {
             Canary::SkipIdempotentDedupe => "skip-idempotent-dedupe",
             Canary::SkipFollowerTruncation => "skip-follower-truncation",
             Canary::ReadAboveHighWatermark => "read-above-high-watermark",
+            Canary::NoZombieFence => "no-zombie-fence",
+            Canary::CommitBeforeMarkers => "commit-before-markers",
+            Canary::SkipAbortMarker => "skip-abort-marker",
         }
     }
 
@@ -64,8 +84,8 @@ impl Canary {
         Canary::ALL.map(Canary::name).join(", ")
     }
 
-    fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u16 {
+        1 << (self as u16)
     }
 }
 
@@ -98,7 +118,7 @@ impl FromStr for Canary {
 
 /// The set of canaries switched on; empty by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Canaries(u8);
+pub struct Canaries(u16);
 
 impl Canaries {
     /// No canary: the node as it should behave.

@@ -144,6 +144,10 @@ pub struct Config {
     pub auto_create_topics_enable: bool,
     /// `logjam.canaries`: the deliberate bugs switched on (none by default).
     pub canaries: Canaries,
+    /// `transaction.version` (1 or 2; default 2, as Kafka 4.0 with a 4.0 metadata version):
+    /// with 2, the transaction coordinator bumps the producer epoch on every EndTxn v5+
+    /// (KIP-890) and the produce path verifies partitions implicitly.
+    pub transaction_version: i16,
     /// Every key with its resolved value, defaults included.
     pub raw: BTreeMap<String, String>,
 }
@@ -363,6 +367,11 @@ impl Config {
             unclean_leader_election_enable: raw["unclean.leader.election.enable"] == "true",
             auto_create_topics_enable: raw["auto.create.topics.enable"] == "true",
             canaries,
+            transaction_version: match int("transaction.version") {
+                1 => 1,
+                2 => 2,
+                _ => return Err(invalid("transaction.version", "must be 1 or 2")),
+            },
             raw,
         })
     }

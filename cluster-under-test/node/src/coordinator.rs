@@ -2,12 +2,13 @@
 //! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]), and the
 //! runtime for coordinators whose state lives on internal-topic partitions ([`runtime`]: load
 //! on becoming leader, unload on losing it, append and wait for the high watermark), with the
-//! pure state machine it drives ([`shard`]).
+//! pure state machine it drives ([`shard`]), and the transaction coordinator on it ([`txn`]).
 
 pub mod producer_id_manager;
 pub mod producer_ids;
 pub mod runtime;
 pub mod shard;
+pub mod txn;
 
 pub use producer_id_manager::ProducerIdManager;
 pub use runtime::{CoordinatorRuntime, Load, Loaded};

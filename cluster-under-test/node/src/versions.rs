@@ -34,6 +34,14 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
     (ApiKey::InitProducerId, 0, 5),
+    // The transaction coordinator (coordinator/txn.rs).
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::DescribeTransactions, 0, 0),
+    // v2's regular-expression filter is not served.
+    (ApiKey::ListTransactions, 0, 1),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -127,6 +135,22 @@ mod tests {
             ApiKey::InitProducerId => RequestKind::InitProducerId(
                 InitProducerIdRequest::default().with_transactional_id(None),
             ),
+            ApiKey::FindCoordinator => {
+                RequestKind::FindCoordinator(FindCoordinatorRequest::default())
+            }
+            ApiKey::AddPartitionsToTxn => {
+                RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default())
+            }
+            ApiKey::AddOffsetsToTxn => {
+                RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default())
+            }
+            ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+            ApiKey::DescribeTransactions => {
+                RequestKind::DescribeTransactions(DescribeTransactionsRequest::default())
+            }
+            ApiKey::ListTransactions => {
+                RequestKind::ListTransactions(ListTransactionsRequest::default())
+            }
             ApiKey::Vote => RequestKind::Vote(VoteRequest::default()),
             ApiKey::BeginQuorumEpoch => {
                 RequestKind::BeginQuorumEpoch(BeginQuorumEpochRequest::default())
@@ -161,6 +185,22 @@ mod tests {
             }
             ApiKey::InitProducerId => {
                 ResponseKind::InitProducerId(InitProducerIdResponse::default())
+            }
+            ApiKey::FindCoordinator => {
+                ResponseKind::FindCoordinator(FindCoordinatorResponse::default())
+            }
+            ApiKey::AddPartitionsToTxn => {
+                ResponseKind::AddPartitionsToTxn(AddPartitionsToTxnResponse::default())
+            }
+            ApiKey::AddOffsetsToTxn => {
+                ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default())
+            }
+            ApiKey::EndTxn => ResponseKind::EndTxn(EndTxnResponse::default()),
+            ApiKey::DescribeTransactions => {
+                ResponseKind::DescribeTransactions(DescribeTransactionsResponse::default())
+            }
+            ApiKey::ListTransactions => {
+                ResponseKind::ListTransactions(ListTransactionsResponse::default())
             }
             ApiKey::Vote => ResponseKind::Vote(VoteResponse::default()),
             ApiKey::BeginQuorumEpoch => {

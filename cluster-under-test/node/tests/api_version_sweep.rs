@@ -122,6 +122,8 @@ struct Context {
     registered: Option<(i32, i64)>,
     /// The metadata quorum's epoch.
     quorum_epoch: i32,
+    /// The transactional producers of the transaction APIs' sweep.
+    producers: txn::Producers,
 }
 
 fn start_node(dir: &std::path::Path) -> (NodeProcess, SocketAddr) {
@@ -132,7 +134,8 @@ fn start_node(dir: &std::path::Path) -> (NodeProcess, SocketAddr) {
         client_port,
         controller_port,
         &format!("1@127.0.0.1:{controller_port}"),
-        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000",
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n\
+         transaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=5",
     );
     let client: SocketAddr = format!("127.0.0.1:{client_port}").parse().unwrap();
     let controller: SocketAddr = format!("127.0.0.1:{controller_port}").parse().unwrap();
@@ -176,6 +179,7 @@ fn prepare(client: &mut Connection) -> Context {
         log_end: 0,
         registered: None,
         quorum_epoch: -1,
+        producers: txn::Producers::default(),
     };
     // The topic is in the node's image once CreateTopics answers; its leader may take a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -213,6 +217,7 @@ fn prepare(client: &mut Connection) -> Context {
         "Produce v9 while preparing: {response:?}"
     );
     context.log_end = partition.base_offset + 1;
+    context.producers = txn::prepare(client);
     context
 }
 
@@ -282,6 +287,9 @@ fn fetch_request_for(version: i16, context: &Context) -> FetchRequest {
 
 /// A request of `key` at `version` that takes the handler's real path.
 fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
+    if let Some(request) = txn::request_for(key, version, context) {
+        return request;
+    }
     match key {
         ApiKey::Produce => produce_request_for(version, context),
         ApiKey::Fetch => RequestKind::Fetch(fetch_request_for(version, context)),
@@ -347,6 +355,9 @@ fn check(
     response: &ResponseKind,
     context: &mut Context,
 ) -> Result<(), String> {
+    if let Some(checked) = txn::check(version, response, context) {
+        return checked;
+    }
     match response {
         ResponseKind::Produce(response) => {
             let topic = response
@@ -615,3 +626,5 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
 
 #[path = "sweep/controller.rs"]
 mod controller;
+#[path = "sweep/txn.rs"]
+mod txn;

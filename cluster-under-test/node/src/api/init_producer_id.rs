@@ -1,39 +1,53 @@
-//! InitProducerId (apiKey 22) for idempotent producers (kafka-semantics.md §2): a null
-//! `TransactionalId` gets a fresh producer id from the broker's block (see
-//! `Broker::next_producer_id`) at epoch 0. The producer id and epoch a client sends along
-//! (KIP-360, v3+) are ignored on this path, as Kafka's `TransactionCoordinator` ignores them
-//! without a transactional id.
+//! InitProducerId (apiKey 22), v0–v5.
 //!
-//! Transactions are not supported (no transaction coordinator, no `FindCoordinator`): a
-//! non-null `TransactionalId` is answered `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`. That is the
-//! answer of a Kafka broker that will not let this client use that transactional id; it is
-//! non-retriable and fatal in the Java client and kafka-python, so a transactional client
-//! fails at once with a clear error. `COORDINATOR_NOT_AVAILABLE` was rejected: it is
-//! retriable, so the client would retry until its timeout and the cause would be hidden.
+//! Without a transactional id (an idempotent producer, kafka-semantics.md §2): a fresh
+//! producer id from the broker's block at epoch 0; the producer id and epoch a client sends
+//! along (KIP-360, v3+) are ignored on this path, as Kafka's `TransactionCoordinator` ignores
+//! them without a transactional id.
+//!
+//! With one: the transaction coordinator's decision ([`TxnCoordinator::init_producer_id`]):
+//! a new producer id or an epoch bump that fences the previous producer, an open transaction
+//! aborted first (`CONCURRENT_TRANSACTIONS` until that completes), KIP-360's retry with the
+//! producer id and epoch the client has. An empty transactional id is `INVALID_REQUEST`.
+//! `PRODUCER_FENCED` is answered as `INVALID_PRODUCER_EPOCH` below v4 (KIP-588).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use crate::coordinator::ProducerIdManager;
+use crate::coordinator::txn::TxnCoordinator;
 
 /// Answers one InitProducerId request.
 pub async fn handle(
     producer_ids: &ProducerIdManager,
+    txn: &TxnCoordinator,
     request: &InitProducerIdRequest,
+    version: i16,
 ) -> InitProducerIdResponse {
     let refused = |error: ResponseError| {
+        let error = match error {
+            ResponseError::ProducerFenced if version < 4 => ResponseError::InvalidProducerEpoch,
+            other => other,
+        };
         InitProducerIdResponse::default()
             .with_error_code(error.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    if request.transactional_id.is_some() {
-        return refused(ResponseError::TransactionalIdAuthorizationFailed);
-    }
-    match producer_ids.next_producer_id().await {
-        Ok(id) => InitProducerIdResponse::default()
-            .with_producer_id(ProducerId(id.0))
-            .with_producer_epoch(0),
+    let answered = match &request.transactional_id {
+        None => producer_ids.next_producer_id().await.map(|id| (id.0, 0)),
+        Some(id) if id.is_empty() => Err(ResponseError::InvalidRequest),
+        Some(id) => {
+            let expected = (version >= 3 && request.producer_id.0 >= 0)
+                .then_some((request.producer_id.0, request.producer_epoch));
+            txn.init_producer_id(id, request.transaction_timeout_ms, expected)
+                .await
+        }
+    };
+    match answered {
+        Ok((id, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch),
         Err(error) => refused(error),
     }
 }

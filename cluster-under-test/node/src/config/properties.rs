@@ -170,6 +170,10 @@ pub static KEYS: &[KeySpec] = &[
     ),
     key_min("transaction.state.log.min.isr", Kind::Int, "2", 1),
     key_min("transaction.state.log.num.partitions", Kind::Int, "50", 1),
+    key_min("transaction.max.timeout.ms", Kind::Int, "900000", 1),
+    // Kafka 4.0's `transaction.version` feature (with a 4.0 metadata version it is 2): 2 is
+    // KIP-890 part 2 (an EndTxn v5+ bumps the producer epoch), 1 the original protocol.
+    key_min("transaction.version", Kind::Int, "2", 1),
     key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
     // logjam's own: deliberate bugs for testing the checkers (crate::canary). Never by default.
     key(CANARIES_KEY, Kind::List, ""),

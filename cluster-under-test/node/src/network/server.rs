@@ -146,6 +146,7 @@ async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::R
         Arc::clone(broker.replicas()),
         broker.shared_quorum(),
     ));
+    tasks.spawn(Arc::clone(broker.txn()).run());
     loop {
         tokio::select! {
             _ = stopped.changed() => break,

@@ -1,0 +1,448 @@
+//! The transaction coordinator (Kafka's `TransactionCoordinator`, KIP-98 with KIP-360,
+//! KIP-447 and KIP-890): transactional ids' states on the partitions of
+//! `__transaction_state`, served through the [`CoordinatorRuntime`].
+//!
+//! - [`record`]: Kafka's `TransactionLogKey`/`TransactionLogValue` format; [`metadata`]: one
+//!   id's state; [`transitions`]: every decision, pure and table-tested; [`shard`]: the
+//!   replayed state of one partition.
+//! - [`TxnCoordinator`] (this file): the thin shell. It creates `__transaction_state` on
+//!   first use, routes an id to its partition (`abs(javaHashCode(id)) % partitions`, as
+//!   Kafka's `partitionFor`), runs a decision on the partition's latest state through the
+//!   runtime (which answers only once the written state is replicated), and asks
+//!   [`markers`] to write the markers of prepared transactions.
+//! - [`markers`]: the marker sender and the periodic work (resume after failover, expiry).
+
+pub mod markers;
+pub mod metadata;
+pub mod record;
+pub mod shard;
+pub mod transitions;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::TopicCreator;
+use crate::config::Config;
+use crate::coordinator::txn::metadata::TransactionMetadata;
+use crate::coordinator::txn::shard::{TxnShard, record_of};
+use crate::coordinator::txn::transitions::{
+    EndOutcome, InitOutcome, InitRequest, Rules, TopicPartition,
+};
+use crate::coordinator::{CoordinatorRuntime, ProducerIdManager};
+use crate::replica::{ReplicaManager, now_ms};
+
+/// The internal topic of transaction states.
+pub const TOPIC: &str = "__transaction_state";
+
+/// How long a write waits to be replicated before `REQUEST_TIMED_OUT` (Kafka's
+/// `request.timeout.ms` for coordinator appends).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Java's `String.hashCode` (over UTF-16 code units), which Kafka's `partitionFor` uses.
+pub fn java_string_hash(text: &str) -> i32 {
+    text.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// The `__transaction_state` partition of `transactional_id` (Kafka's `Utils.abs`, which
+/// maps `i32::MIN` to 0).
+pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
+    let hash = java_string_hash(transactional_id);
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+/// What a client is told when a write of the coordinator fails, as Kafka's
+/// `TransactionStateManager.appendTransactionToLog` maps it: an append that could not be
+/// replicated (too few in-sync replicas, timed out) is `COORDINATOR_NOT_AVAILABLE`
+/// (retriable: the client looks the coordinator up again), a lost leadership or storage
+/// failure `NOT_COORDINATOR`, a record too large `UNKNOWN_SERVER_ERROR`. The decisions' own
+/// errors pass through.
+pub fn append_error(error: ResponseError) -> ResponseError {
+    match error {
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+            ResponseError::UnknownServerError
+        }
+        other => other,
+    }
+}
+
+/// The node settings of the coordinator.
+#[derive(Debug, Clone, Copy)]
+pub struct TxnSettings {
+    /// `transaction.state.log.num.partitions`.
+    pub partitions: i32,
+    /// `transaction.state.log.replication.factor` (capped by the live brokers at creation).
+    pub replication_factor: i16,
+    /// `transaction.state.log.min.isr`.
+    pub min_isr: i32,
+    /// The decisions' rules.
+    pub rules: Rules,
+}
+
+impl TxnSettings {
+    /// The settings of `config`.
+    pub fn from_config(config: &Config) -> TxnSettings {
+        let int = |key: &str, default: i64| {
+            config
+                .raw
+                .get(key)
+                .and_then(|value| value.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        TxnSettings {
+            partitions: int("transaction.state.log.num.partitions", 50) as i32,
+            replication_factor: int("transaction.state.log.replication.factor", 3)
+                .clamp(1, i64::from(i16::MAX)) as i16,
+            min_isr: int("transaction.state.log.min.isr", 2) as i32,
+            rules: Rules {
+                max_timeout_ms: int("transaction.max.timeout.ms", 900_000) as i32,
+                tv2: config.transaction_version >= 2,
+                canaries: config.canaries,
+            },
+        }
+    }
+}
+
+/// Where a transactional id's coordinator is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorAddress {
+    /// The broker's id.
+    pub node_id: i32,
+    /// Its advertised host.
+    pub host: String,
+    /// Its advertised port.
+    pub port: u16,
+}
+
+/// What a write's decision wants answered.
+enum Reply<T> {
+    Done(T),
+    NeedProducerId,
+    Fenced,
+}
+
+/// The transaction coordinator of one broker.
+pub struct TxnCoordinator {
+    runtime: Arc<CoordinatorRuntime<TxnShard>>,
+    replicas: Arc<ReplicaManager>,
+    topics: TopicCreator,
+    producer_ids: Arc<ProducerIdManager>,
+    settings: TxnSettings,
+    markers: markers::MarkerSender,
+}
+
+impl std::fmt::Debug for TxnCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnCoordinator")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TxnCoordinator {
+    /// A coordinator over `replicas`; nothing runs until [`TxnCoordinator::run`].
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        topics: TopicCreator,
+        producer_ids: Arc<ProducerIdManager>,
+        settings: TxnSettings,
+    ) -> TxnCoordinator {
+        let runtime = Arc::new(CoordinatorRuntime::new(
+            Arc::clone(&replicas),
+            TOPIC,
+            |_| TxnShard::default(),
+        ));
+        TxnCoordinator {
+            markers: markers::MarkerSender::new(Arc::clone(&replicas)),
+            runtime,
+            replicas,
+            topics,
+            producer_ids,
+            settings,
+        }
+    }
+
+    /// The runtime and the marker sender's periodic work; returns when the node stops.
+    pub async fn run(self: Arc<Self>) {
+        let runtime = tokio::spawn(Arc::clone(&self.runtime).run());
+        markers::run(Arc::clone(&self)).await;
+        runtime.abort();
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &TxnSettings {
+        &self.settings
+    }
+
+    /// The partition of `transactional_id`.
+    pub fn partition_of(&self, transactional_id: &str) -> i32 {
+        partition_for(transactional_id, self.settings.partitions)
+    }
+
+    /// Creates `__transaction_state` when it does not exist yet, as Kafka's brokers do on
+    /// the first FindCoordinator or InitProducerId with a transactional id: its replication
+    /// factor is capped by the live brokers. Answers `COORDINATOR_NOT_AVAILABLE` (retriable)
+    /// while the topic is missing.
+    ///
+    /// # Errors
+    /// `COORDINATOR_NOT_AVAILABLE` while the topic does not exist.
+    pub async fn ensure_topic(&self) -> Result<(), ResponseError> {
+        let image = self.replicas.image();
+        if image.topics.contains_key(TOPIC) {
+            return Ok(());
+        }
+        let live = image.brokers.values().filter(|b| !b.fenced).count();
+        let factor = self
+            .settings
+            .replication_factor
+            .min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
+        let config = |name: &str, value: String| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(name.to_owned()))
+                .with_value(Some(StrBytes::from_string(value)))
+        };
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                    .with_num_partitions(self.settings.partitions)
+                    .with_replication_factor(factor)
+                    .with_configs(vec![
+                        config("min.insync.replicas", self.settings.min_isr.to_string()),
+                        config("segment.bytes", "104857600".to_owned()),
+                        config("unclean.leader.election.enable", "false".to_owned()),
+                        config("compression.type", "uncompressed".to_owned()),
+                    ]),
+            ]);
+        let response = self.topics.create_topics(request).await;
+        let code = response.topics.first().map_or(-1, |topic| topic.error_code);
+        if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
+            tracing::warn!(code, "creating {TOPIC} failed");
+        }
+        Err(ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// The coordinator of `transactional_id`: the leader of its partition.
+    ///
+    /// # Errors
+    /// `COORDINATOR_NOT_AVAILABLE` while the topic is created or the partition has no
+    /// leader.
+    pub async fn find(&self, transactional_id: &str) -> Result<CoordinatorAddress, ResponseError> {
+        self.ensure_topic().await?;
+        let image = self.replicas.image();
+        let index = self.partition_of(transactional_id);
+        let leader = image
+            .topics
+            .get(TOPIC)
+            .and_then(|topic| topic.partitions.get(&index))
+            .map(|partition| partition.leader)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let broker = image
+            .brokers
+            .get(&leader)
+            .filter(|broker| !broker.fenced)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        Ok(CoordinatorAddress {
+            node_id: broker.broker_id.0,
+            host: broker.host.clone(),
+            port: broker.port,
+        })
+    }
+
+    /// InitProducerId with a transactional id: the producer id and epoch to use.
+    ///
+    /// # Errors
+    /// The decision's errors ([`transitions::init_producer_id`]), `CONCURRENT_TRANSACTIONS`
+    /// after fencing an open transaction, and the runtime's (`NOT_COORDINATOR`, ...).
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), ResponseError> {
+        if !self.replicas.image().topics.contains_key(TOPIC) {
+            self.ensure_topic().await?;
+        }
+        let index = self.partition_of(transactional_id);
+        let mut fresh = None;
+        for _ in 0..3 {
+            let request = InitRequest {
+                timeout_ms,
+                expected,
+                fresh_producer_id: fresh,
+                now_ms: now_ms(),
+            };
+            let rules = self.settings.rules;
+            let reply = self
+                .runtime
+                .write(index, WRITE_TIMEOUT, |shard| {
+                    let current = shard.get(transactional_id);
+                    Ok(
+                        match transitions::init_producer_id(current, &request, &rules)? {
+                            InitOutcome::Write(next) => (
+                                vec![record_of(transactional_id, &next)],
+                                Reply::Done((next.producer_id, next.producer_epoch)),
+                            ),
+                            InitOutcome::Answer(id, epoch) => (vec![], Reply::Done((id, epoch))),
+                            InitOutcome::NeedProducerId => (vec![], Reply::NeedProducerId),
+                            InitOutcome::FenceAndAbort(next) => {
+                                (vec![record_of(transactional_id, &next)], Reply::Fenced)
+                            }
+                        },
+                    )
+                })
+                .await
+                .map_err(append_error)?;
+            match reply {
+                Reply::Done(answer) => return Ok(answer),
+                Reply::Fenced => {
+                    self.markers.wake();
+                    return Err(ResponseError::ConcurrentTransactions);
+                }
+                Reply::NeedProducerId => {
+                    fresh = Some(self.producer_ids.next_producer_id().await?.0);
+                }
+            }
+        }
+        Err(ResponseError::ConcurrentTransactions)
+    }
+
+    /// Runs `decide` on the latest state of `transactional_id` and writes the state it
+    /// returns (if any), answering once that is replicated.
+    async fn transit<T>(
+        &self,
+        transactional_id: &str,
+        decide: impl FnOnce(
+            Option<&TransactionMetadata>,
+        ) -> Result<(Option<TransactionMetadata>, T), ResponseError>,
+    ) -> Result<T, ResponseError> {
+        let index = self.partition_of(transactional_id);
+        self.runtime
+            .write(index, WRITE_TIMEOUT, |shard| {
+                let (next, answer) = decide(shard.get(transactional_id))?;
+                let records = next
+                    .iter()
+                    .map(|next| record_of(transactional_id, next))
+                    .collect();
+                Ok((records, answer))
+            })
+            .await
+            .map_err(append_error)
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition).
+    ///
+    /// # Errors
+    /// As [`transitions::add_partitions`], and the runtime's.
+    pub async fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> Result<(), ResponseError> {
+        let now = now_ms();
+        self.transit(transactional_id, |current| {
+            let next = transitions::add_partitions(current, producer_id, epoch, partitions, now)?;
+            Ok((next, ()))
+        })
+        .await
+    }
+
+    /// AddPartitionsToTxn v4+ `verify_only`: which partitions are in the open transaction.
+    ///
+    /// # Errors
+    /// As [`transitions::verify_partitions`], and the runtime's.
+    pub async fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        self.transit(transactional_id, |current| {
+            Ok((
+                None,
+                transitions::verify_partitions(current, producer_id, epoch, partitions)?,
+            ))
+        })
+        .await
+    }
+
+    /// EndTxn: the producer id and epoch to answer (TV2 bumps the epoch). The markers are
+    /// written after the answer.
+    ///
+    /// # Errors
+    /// As [`transitions::end_txn`], and the runtime's.
+    pub async fn end_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        version: i16,
+    ) -> Result<(i64, i16), ResponseError> {
+        let now = now_ms();
+        let bump = self.settings.rules.tv2 && version >= 5;
+        let answer = self
+            .transit(transactional_id, |current| {
+                match transitions::end_txn(current, producer_id, epoch, commit, bump, now)? {
+                    EndOutcome::Write(next) => {
+                        let answer = (next.producer_id, next.producer_epoch);
+                        Ok((Some(next), answer))
+                    }
+                    EndOutcome::Answer(id, epoch) => Ok((None, (id, epoch))),
+                }
+            })
+            .await?;
+        self.markers.wake();
+        Ok(answer)
+    }
+
+    /// The committed state of `transactional_id`.
+    ///
+    /// # Errors
+    /// `NOT_COORDINATOR` / `COORDINATOR_LOAD_IN_PROGRESS`.
+    pub fn describe(
+        &self,
+        transactional_id: &str,
+    ) -> Result<Option<TransactionMetadata>, ResponseError> {
+        self.runtime
+            .read(self.partition_of(transactional_id), |shard| {
+                shard.get(transactional_id).cloned()
+            })
+    }
+
+    /// Every id of every partition this node has loaded, with its committed state.
+    pub fn list(&self) -> Vec<(String, TransactionMetadata)> {
+        (0..self.settings.partitions)
+            .filter_map(|index| {
+                self.runtime
+                    .read(index, |shard| {
+                        shard
+                            .iter()
+                            .map(|(id, meta)| (id.to_owned(), meta.clone()))
+                            .collect::<Vec<_>>()
+                    })
+                    .ok()
+            })
+            .flatten()
+            .collect()
+    }
+}

@@ -1,0 +1,377 @@
+//! Table tests of every transition of the transaction coordinator and of every error it
+//! answers.
+
+use super::*;
+use kafka_protocol::ResponseError as E;
+
+const NOW: i64 = 10_000;
+
+fn rules() -> Rules {
+    Rules {
+        max_timeout_ms: 900_000,
+        tv2: false,
+        canaries: Canaries::NONE,
+    }
+}
+
+fn parts(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
+    list.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect()
+}
+
+fn meta(state: TxnState, epoch: i16) -> TransactionMetadata {
+    TransactionMetadata {
+        producer_id: 7,
+        previous_producer_id: -1,
+        producer_epoch: epoch,
+        last_producer_epoch: -1,
+        timeout_ms: 60_000,
+        state,
+        partitions: if matches!(
+            state,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        ) {
+            parts(&[("t", 0)])
+        } else {
+            BTreeSet::new()
+        },
+        start_ms: 1_000,
+        last_update_ms: 1_000,
+        tv2: false,
+    }
+}
+
+fn init(timeout_ms: i32, expected: Option<(i64, i16)>, fresh: Option<i64>) -> InitRequest {
+    InitRequest {
+        timeout_ms,
+        expected,
+        fresh_producer_id: fresh,
+        now_ms: NOW,
+    }
+}
+
+#[test]
+fn init_producer_id_table() {
+    use TxnState::*;
+    // (current, request, expected outcome: Ok((state written, producer id, epoch)) or error)
+    type Want = Result<Option<(TxnState, i64, i16)>, E>;
+    let table: Vec<(Option<TransactionMetadata>, InitRequest, Want)> = vec![
+        // A new id gets a fresh producer id at epoch 0.
+        (None, init(60_000, None, Some(99)), Ok(Some((Empty, 99, 0)))),
+        // Timeouts outside 1..=max.
+        (
+            None,
+            init(0, None, Some(99)),
+            Err(E::InvalidTransactionTimeout),
+        ),
+        (
+            None,
+            init(900_001, None, Some(99)),
+            Err(E::InvalidTransactionTimeout),
+        ),
+        (
+            Some(meta(Empty, 3)),
+            init(-1, None, None),
+            Err(E::InvalidTransactionTimeout),
+        ),
+        // Bumps from Empty and Complete*.
+        (
+            Some(meta(Empty, 3)),
+            init(1, None, None),
+            Ok(Some((Empty, 7, 4))),
+        ),
+        (
+            Some(meta(CompleteCommit, 3)),
+            init(1, None, None),
+            Ok(Some((Empty, 7, 4))),
+        ),
+        (
+            Some(meta(CompleteAbort, 3)),
+            init(1, Some((7, 3)), None),
+            Ok(Some((Empty, 7, 4))),
+        ),
+        // Markers in flight.
+        (
+            Some(meta(PrepareCommit, 3)),
+            init(1, None, None),
+            Err(E::ConcurrentTransactions),
+        ),
+        (
+            Some(meta(PrepareAbort, 3)),
+            init(1, None, None),
+            Err(E::ConcurrentTransactions),
+        ),
+        // A stranger's producer id and epoch.
+        (
+            Some(meta(Empty, 3)),
+            init(1, Some((8, 3)), None),
+            Err(E::ProducerFenced),
+        ),
+        (
+            Some(meta(Empty, 3)),
+            init(1, Some((7, 1)), None),
+            Err(E::ProducerFenced),
+        ),
+    ];
+    for (index, (current, request, want)) in table.into_iter().enumerate() {
+        let got =
+            init_producer_id(current.as_ref(), &request, &rules()).map(|outcome| match outcome {
+                InitOutcome::Write(m) => Some((m.state, m.producer_id, m.producer_epoch)),
+                other => panic!("row {index}: {other:?}"),
+            });
+        assert_eq!(got, want, "row {index}");
+    }
+}
+
+#[test]
+fn init_producer_id_asks_for_a_producer_id_when_new_or_exhausted() {
+    assert_eq!(
+        init_producer_id(None, &init(1, None, None), &rules()),
+        Ok(InitOutcome::NeedProducerId)
+    );
+    let exhausted = meta(TxnState::CompleteCommit, i16::MAX - 1);
+    assert_eq!(
+        init_producer_id(Some(&exhausted), &init(1, None, None), &rules()),
+        Ok(InitOutcome::NeedProducerId)
+    );
+    let Ok(InitOutcome::Write(next)) =
+        init_producer_id(Some(&exhausted), &init(1, None, Some(50)), &rules())
+    else {
+        panic!("no rotation");
+    };
+    assert_eq!(
+        (
+            next.producer_id,
+            next.previous_producer_id,
+            next.producer_epoch
+        ),
+        (50, 7, 0)
+    );
+    // A retry of that rotation, with the old id, gets the same answer.
+    assert_eq!(
+        init_producer_id(
+            Some(&next),
+            &init(1, Some((7, i16::MAX - 1)), None),
+            &rules()
+        ),
+        Ok(InitOutcome::Answer(50, 0))
+    );
+}
+
+#[test]
+fn a_retried_init_producer_id_is_answered_without_a_second_bump() {
+    let mut bumped = meta(TxnState::Empty, 4);
+    bumped.last_producer_epoch = 3;
+    assert_eq!(
+        init_producer_id(Some(&bumped), &init(1, Some((7, 3)), None), &rules()),
+        Ok(InitOutcome::Answer(7, 4))
+    );
+}
+
+#[test]
+fn init_producer_id_fences_an_open_transaction_and_aborts_it() {
+    let ongoing = meta(TxnState::Ongoing, 3);
+    let Ok(InitOutcome::FenceAndAbort(next)) =
+        init_producer_id(Some(&ongoing), &init(1, None, None), &rules())
+    else {
+        panic!("no fence");
+    };
+    assert_eq!(
+        (next.state, next.producer_epoch),
+        (TxnState::PrepareAbort, 4)
+    );
+    assert_eq!(
+        next.partitions, ongoing.partitions,
+        "the abort covers its partitions"
+    );
+    // Its twin: with the canary the abort keeps the zombie's epoch.
+    let canary = Rules {
+        canaries: Canaries::NONE.with(Canary::NoZombieFence),
+        ..rules()
+    };
+    let Ok(InitOutcome::FenceAndAbort(next)) =
+        init_producer_id(Some(&ongoing), &init(1, None, None), &canary)
+    else {
+        panic!("no abort");
+    };
+    assert_eq!(next.producer_epoch, 3);
+    let Ok(InitOutcome::Write(next)) = init_producer_id(
+        Some(&meta(TxnState::Empty, 3)),
+        &init(1, None, None),
+        &canary,
+    ) else {
+        panic!("no write");
+    };
+    assert_eq!(next.producer_epoch, 3);
+}
+
+#[test]
+fn add_partitions_table() {
+    use TxnState::*;
+    let new = parts(&[("t", 1)]);
+    let table: Vec<(
+        Option<TransactionMetadata>,
+        i64,
+        i16,
+        Result<Option<TxnState>, E>,
+    )> = vec![
+        (None, 7, 3, Err(E::InvalidProducerIdMapping)),
+        (Some(meta(Empty, 3)), 8, 3, Err(E::InvalidProducerIdMapping)),
+        (Some(meta(Empty, 3)), 7, 2, Err(E::ProducerFenced)),
+        (
+            Some(meta(PrepareCommit, 3)),
+            7,
+            3,
+            Err(E::ConcurrentTransactions),
+        ),
+        (
+            Some(meta(PrepareAbort, 3)),
+            7,
+            3,
+            Err(E::ConcurrentTransactions),
+        ),
+        (Some(meta(Empty, 3)), 7, 3, Ok(Some(Ongoing))),
+        (Some(meta(CompleteCommit, 3)), 7, 3, Ok(Some(Ongoing))),
+        (Some(meta(CompleteAbort, 3)), 7, 3, Ok(Some(Ongoing))),
+        (Some(meta(Ongoing, 3)), 7, 3, Ok(Some(Ongoing))),
+        (Some(meta(Dead, 3)), 7, 3, Err(E::InvalidProducerIdMapping)),
+    ];
+    for (index, (current, pid, epoch, want)) in table.into_iter().enumerate() {
+        let got = add_partitions(current.as_ref(), pid, epoch, &new, NOW)
+            .map(|next| next.map(|m| m.state));
+        assert_eq!(got, want, "row {index}");
+    }
+    // A new transaction starts now with only the new partitions; an open one grows.
+    let started = add_partitions(Some(&meta(Empty, 3)), 7, 3, &new, NOW)
+        .unwrap()
+        .unwrap();
+    assert_eq!((started.start_ms, &started.partitions), (NOW, &new));
+    let grown = add_partitions(Some(&meta(Ongoing, 3)), 7, 3, &new, NOW)
+        .unwrap()
+        .unwrap();
+    assert_eq!(grown.partitions, parts(&[("t", 0), ("t", 1)]));
+    assert_eq!(grown.start_ms, 1_000);
+    // Already added: nothing to write.
+    assert_eq!(
+        add_partitions(Some(&meta(Ongoing, 3)), 7, 3, &parts(&[("t", 0)]), NOW),
+        Ok(None)
+    );
+}
+
+#[test]
+fn verify_only_reports_each_partition() {
+    let ongoing = meta(TxnState::Ongoing, 3);
+    let both = parts(&[("t", 0), ("t", 1)]);
+    assert_eq!(
+        verify_partitions(Some(&ongoing), 7, 3, &both),
+        Ok(vec![
+            (("t".to_owned(), 0), None),
+            (("t".to_owned(), 1), Some(E::TransactionAbortable)),
+        ])
+    );
+    assert_eq!(
+        verify_partitions(Some(&ongoing), 7, 2, &both),
+        Err(E::ProducerFenced)
+    );
+    assert_eq!(
+        verify_partitions(None, 7, 3, &both),
+        Err(E::InvalidProducerIdMapping)
+    );
+}
+
+#[test]
+fn end_txn_table() {
+    use TxnState::*;
+    type Want = Result<(TxnState, i16), E>;
+    // (state, request epoch, commit, tv2 bump, want: the state written or kept, and the epoch
+    // answered)
+    let table: Vec<(TxnState, i16, bool, bool, Want)> = vec![
+        (Ongoing, 3, true, false, Ok((PrepareCommit, 3))),
+        (Ongoing, 3, false, false, Ok((PrepareAbort, 3))),
+        (Ongoing, 2, true, false, Err(E::ProducerFenced)),
+        (Ongoing, 4, true, false, Err(E::ProducerFenced)),
+        (Empty, 3, true, false, Err(E::InvalidTxnState)),
+        (Empty, 3, false, false, Err(E::InvalidTxnState)),
+        (
+            PrepareCommit,
+            3,
+            true,
+            false,
+            Err(E::ConcurrentTransactions),
+        ),
+        (PrepareCommit, 3, false, false, Err(E::InvalidTxnState)),
+        (
+            PrepareAbort,
+            3,
+            false,
+            false,
+            Err(E::ConcurrentTransactions),
+        ),
+        (PrepareAbort, 3, true, false, Err(E::InvalidTxnState)),
+        // Retries of a completed EndTxn.
+        (CompleteCommit, 3, true, false, Ok((CompleteCommit, 3))),
+        (CompleteCommit, 3, false, false, Err(E::InvalidTxnState)),
+        (CompleteAbort, 3, false, false, Ok((CompleteAbort, 3))),
+        (CompleteAbort, 3, true, false, Err(E::InvalidTxnState)),
+        // TV2: the prepare bumps the epoch; a retry comes one epoch back.
+        (Ongoing, 3, true, true, Ok((PrepareCommit, 4))),
+        (Ongoing, 2, true, true, Err(E::ProducerFenced)),
+        (CompleteCommit, 2, true, true, Ok((CompleteCommit, 3))),
+        (CompleteCommit, 2, false, true, Err(E::InvalidTxnState)),
+        (PrepareCommit, 2, true, true, Err(E::ConcurrentTransactions)),
+        (CompleteCommit, 3, true, true, Err(E::InvalidTxnState)),
+        // TV2 aborts with nothing open.
+        (Empty, 3, false, true, Ok((PrepareAbort, 4))),
+        (Empty, 3, true, true, Err(E::InvalidTxnState)),
+    ];
+    for (index, (state, epoch, commit, bump, want)) in table.into_iter().enumerate() {
+        let current = meta(state, 3);
+        let got = end_txn(Some(&current), 7, epoch, commit, bump, NOW).map(|o| match o {
+            EndOutcome::Write(m) => (m.state, m.producer_epoch),
+            EndOutcome::Answer(pid, e) => {
+                assert_eq!(pid, 7);
+                (state, e)
+            }
+        });
+        assert_eq!(
+            got, want,
+            "row {index}: {state:?} epoch {epoch} commit {commit}"
+        );
+    }
+    assert_eq!(
+        end_txn(None, 7, 3, true, false, NOW),
+        Err(E::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        end_txn(Some(&meta(Ongoing, 3)), 8, 3, true, false, NOW),
+        Err(E::InvalidProducerIdMapping)
+    );
+}
+
+#[test]
+fn markers_then_completion() {
+    let prepared = meta(TxnState::PrepareCommit, 3);
+    let work = marker_work(&prepared).unwrap();
+    assert!(work.commit);
+    assert_eq!(work.partitions, parts(&[("t", 0)]));
+    let done = complete(Some(&prepared), &work, NOW).unwrap();
+    assert_eq!(done.state, TxnState::CompleteCommit);
+    assert!(done.partitions.is_empty());
+    // Already completed, or moved on: nothing to write.
+    assert_eq!(complete(Some(&done), &work, NOW), None);
+    assert_eq!(marker_work(&meta(TxnState::Ongoing, 3)), None);
+    let abort = marker_work(&meta(TxnState::PrepareAbort, 3)).unwrap();
+    assert!(!abort.commit);
+}
+
+#[test]
+fn an_open_transaction_expires_after_its_timeout_with_a_fence() {
+    let ongoing = meta(TxnState::Ongoing, 3);
+    assert_eq!(expire(&ongoing, 1_000 + 59_999), None);
+    let expired = expire(&ongoing, 1_000 + 60_000).unwrap();
+    assert_eq!(
+        (expired.state, expired.producer_epoch),
+        (TxnState::PrepareAbort, 4)
+    );
+    assert_eq!(expire(&meta(TxnState::Empty, 3), i64::MAX), None);
+    assert_eq!(expire(&meta(TxnState::PrepareCommit, 3), i64::MAX), None);
+}

@@ -1,0 +1,332 @@
+//! The transaction coordinator on a 3-node cluster of `logjam-node` processes, over the wire
+//! (requests built with `kafka-protocol` alone): `__transaction_state` created on first use
+//! with Kafka's settings, the coordinator of an id being the leader of its partition
+//! (`abs(javaHashCode(id)) % 50`), InitProducerId bumping the epoch and fencing, Kafka's error
+//! codes for bad input with nothing written, EndTxn's state surviving the coordinator's
+//! death (the next leader loads it).
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use common::{Cluster, connect, exchange, wait_until};
+
+const TXN_TOPIC: &str = "__transaction_state";
+const DATA: &str = "txn-data";
+
+fn text(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+/// Java's `String.hashCode`, written out independently of the node's.
+fn partition_for(id: &str) -> i32 {
+    let mut hash: i32 = 0;
+    for unit in id.encode_utf16() {
+        hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    (if hash == i32::MIN { 0 } else { hash.abs() }) % 50
+}
+
+/// The coordinator of `id` per FindCoordinator v4 asked of `via`, waiting out
+/// `COORDINATOR_NOT_AVAILABLE` while the topic is created.
+fn find(via: SocketAddr, id: &str) -> i32 {
+    let mut stream = connect(via);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response: FindCoordinatorResponse = exchange(
+            &mut stream,
+            ApiKey::FindCoordinator,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![text(id)]),
+        );
+        let found = &response.coordinators[0];
+        if found.error_code == 0 {
+            return found.node_id.0;
+        }
+        assert_eq!(found.error_code, 15, "{response:?}");
+        assert!(Instant::now() < deadline, "no coordinator for {id}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn init(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response: InitProducerIdResponse = exchange(
+            stream,
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(text(id))))
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+        // Retriable while the coordinator partition loads.
+        if response.error_code != 14 || Instant::now() > deadline {
+            return response;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn add(stream: &mut TcpStream, version: i16, id: &str, pid: i64, epoch: i16) -> i16 {
+    let response: AddPartitionsToTxnResponse = exchange(
+        stream,
+        ApiKey::AddPartitionsToTxn,
+        version,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(text(DATA)))
+                    .with_partitions(vec![0]),
+            ]),
+    );
+    response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+fn end(stream: &mut TcpStream, id: &str, pid: i64, epoch: i16, commit: bool) -> EndTxnResponse {
+    exchange(
+        stream,
+        ApiKey::EndTxn,
+        4,
+        &EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(text(id)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(commit),
+    )
+}
+
+fn describe(stream: &mut TcpStream, id: &str) -> (i16, String, i64, i16) {
+    let response: DescribeTransactionsResponse = exchange(
+        stream,
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(text(id))]),
+    );
+    let state = &response.transaction_states[0];
+    (
+        state.error_code,
+        state.transaction_state.to_string(),
+        state.producer_id.0,
+        state.producer_epoch,
+    )
+}
+
+/// The log end offset of the id's `__transaction_state` partition, asked of its leader.
+fn txn_log_end(stream: &mut TcpStream, index: i32) -> i64 {
+    let response: ListOffsetsResponse = exchange(
+        stream,
+        ApiKey::ListOffsets,
+        7,
+        &ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(text(TXN_TOPIC)))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(index)
+                            .with_timestamp(-1),
+                    ]),
+            ]),
+    );
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{response:?}");
+    partition.offset
+}
+
+#[test]
+fn coordinator_lifecycle_fencing_bad_input_and_failover() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(
+        root.path(),
+        3,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000",
+    );
+    let first = cluster.nodes[0].address;
+    assert_eq!(common::create_topics(first, &[(DATA, 1, 3)]), vec![0]);
+    let id = "logjam-txn-1";
+    let coordinator = find(first, id);
+
+    // The topic, as Kafka creates it: 50 partitions, 3 replicas, min.insync.replicas 2.
+    let metadata = common::metadata(first).unwrap();
+    let topic = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(TXN_TOPIC))
+        .expect("__transaction_state exists");
+    assert_eq!(topic.partitions.len(), 50);
+    assert!(topic.partitions.iter().all(|p| p.replica_nodes.len() == 3));
+    let index = partition_for(id);
+    let leader = topic
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == index)
+        .unwrap()
+        .leader_id
+        .0;
+    assert_eq!(
+        coordinator, leader,
+        "the coordinator is the leader of partition {index}"
+    );
+
+    let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
+    let at = |node: i32| addresses[(node - 1) as usize];
+    let mut other = connect(at(coordinator % 3 + 1));
+    assert_eq!(
+        init(&mut other, id, 60_000).error_code,
+        16,
+        "NOT_COORDINATOR elsewhere"
+    );
+
+    let mut stream = connect(at(coordinator));
+    let first_init = init(&mut stream, id, 60_000);
+    assert_eq!(first_init.error_code, 0, "{first_init:?}");
+    assert_eq!(first_init.producer_epoch, 0);
+    let pid = first_init.producer_id.0;
+    // A second producer of the id: same producer id, next epoch; the first is fenced.
+    let second = init(&mut stream, id, 60_000);
+    assert_eq!(
+        (
+            second.error_code,
+            second.producer_id.0,
+            second.producer_epoch
+        ),
+        (0, pid, 1)
+    );
+    assert_eq!(
+        add(&mut stream, 3, id, pid, 0),
+        90,
+        "PRODUCER_FENCED for the zombie"
+    );
+    assert_eq!(
+        add(&mut stream, 1, id, pid, 0),
+        47,
+        "INVALID_PRODUCER_EPOCH before v2"
+    );
+
+    // Bad input: Kafka's codes, and nothing written to the coordinator's log.
+    let before = txn_log_end(&mut stream, index);
+    assert_eq!(
+        init(&mut stream, id, 900_001).error_code,
+        50,
+        "INVALID_TRANSACTION_TIMEOUT"
+    );
+    assert_eq!(init(&mut stream, id, 0).error_code, 50);
+    assert_eq!(
+        end(&mut stream, id, pid, 1, true).error_code,
+        48,
+        "INVALID_TXN_STATE: none open"
+    );
+    assert_eq!(
+        end(&mut stream, id, pid + 1, 1, true).error_code,
+        49,
+        "INVALID_PRODUCER_ID_MAPPING"
+    );
+    assert_eq!(add(&mut stream, 3, id, pid + 1, 1), 49);
+    assert_eq!(add(&mut stream, 3, "never-initialised", pid, 1), 49);
+    let unknown: AddPartitionsToTxnResponse = exchange(
+        &mut stream,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(1)
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(text(DATA)))
+                    .with_partitions(vec![0]),
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(text("no-such-topic")))
+                    .with_partitions(vec![0]),
+            ]),
+    );
+    let codes: Vec<i16> = unknown
+        .results_by_topic_v3_and_below
+        .iter()
+        .map(|t| t.results_by_partition[0].partition_error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        vec![3, 55],
+        "UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED"
+    );
+    assert_eq!(describe(&mut stream, "never-initialised").0, 105);
+    assert_eq!(
+        txn_log_end(&mut stream, index),
+        before,
+        "bad input wrote nothing"
+    );
+
+    // A transaction: added, committed; the answer comes once PrepareCommit is replicated.
+    assert_eq!(add(&mut stream, 3, id, pid, 1), 0);
+    assert_eq!(describe(&mut stream, id), (0, "Ongoing".to_owned(), pid, 1));
+    let ended = end(&mut stream, id, pid, 1, true);
+    assert_eq!(ended.error_code, 0, "{ended:?}");
+    let (_, state, _, _) = describe(&mut stream, id);
+    assert!(
+        state == "PrepareCommit" || state == "CompleteCommit",
+        "after EndTxn(commit): {state}"
+    );
+    // Its retry is not an error while markers are written, nor after.
+    let retried = end(&mut stream, id, pid, 1, true).error_code;
+    assert!(retried == 51 || retried == 0, "retried EndTxn: {retried}");
+    // The abort of a committing transaction is refused.
+    assert_eq!(end(&mut stream, id, pid, 1, false).error_code, 48);
+
+    // The coordinator dies: the next leader of the partition loads the id's state.
+    cluster.nodes[(coordinator - 1) as usize].kill();
+    let survivor = cluster.nodes[(coordinator % 3) as usize].address;
+    let mut next = None;
+    wait_until(
+        "a new coordinator serves the id",
+        Duration::from_secs(60),
+        || {
+            let Some(metadata) = common::metadata(survivor) else {
+                return false;
+            };
+            let Some(leader) = metadata
+                .topics
+                .iter()
+                .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(TXN_TOPIC))
+                .and_then(|t| t.partitions.iter().find(|p| p.partition_index == index))
+                .map(|p| p.leader_id.0)
+                .filter(|leader| *leader > 0 && *leader != coordinator)
+            else {
+                return false;
+            };
+            let mut stream = connect(at(leader));
+            let (code, state, producer, epoch) = describe(&mut stream, id);
+            if code == 0 {
+                next = Some((state, producer, epoch));
+            }
+            code == 0
+        },
+    );
+    let (state, producer, epoch) = next.unwrap();
+    assert!(
+        state == "PrepareCommit" || state == "CompleteCommit",
+        "loaded state {state}"
+    );
+    assert_eq!((producer, epoch), (pid, 1));
+}
