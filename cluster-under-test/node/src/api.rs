@@ -4,7 +4,7 @@
 //! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
 //! no response at all (acks=0). They never see raw bytes (`network/framing.rs` owns decoding),
 //! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
-//! Produce, Fetch and ListOffsets, the [`TopicCreator`] for CreateTopics, the
+//! Produce, Fetch, ListOffsets and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
 //! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
 //! APIs).
 //!
@@ -26,6 +26,7 @@ mod list_offsets;
 mod list_transactions;
 mod metadata;
 mod produce;
+mod write_txn_markers;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
 
@@ -126,6 +127,9 @@ pub async fn dispatch(
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }
+        RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
+            write_txn_markers::handle(broker.replicas(), request).await,
+        ),
         other => {
             // network/framing.rs only lets versions::CLIENT_APIS through, so this is a bug, not bad input.
             tracing::error!(client_id = ?header.client_id, request = ?std::mem::discriminant(&other),

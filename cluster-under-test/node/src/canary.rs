@@ -50,11 +50,16 @@ pub enum Canary {
     /// markers, so its records stay open on their partitions. Lives in
     /// `coordinator/txn/markers.rs`.
     SkipAbortMarker,
+    /// `read-committed-ignores-lso`: read_committed fetches read up to the high watermark
+    /// instead of the last stable offset, so records of still-open transactions (later
+    /// committed or aborted) reach read_committed consumers. Lives in
+    /// `Partition::read_for_consumer`.
+    ReadCommittedIgnoresLso,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 8] = [
+    pub const ALL: [Canary; 9] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
@@ -63,6 +68,7 @@ impl Canary {
         Canary::NoZombieFence,
         Canary::CommitBeforeMarkers,
         Canary::SkipAbortMarker,
+        Canary::ReadCommittedIgnoresLso,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -76,6 +82,7 @@ impl Canary {
             Canary::NoZombieFence => "no-zombie-fence",
             Canary::CommitBeforeMarkers => "commit-before-markers",
             Canary::SkipAbortMarker => "skip-abort-marker",
+            Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
         }
     }
 
@@ -84,8 +91,8 @@ impl Canary {
         Canary::ALL.map(Canary::name).join(", ")
     }
 
-    fn bit(self) -> u16 {
-        1 << (self as u16)
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
@@ -118,7 +125,7 @@ impl FromStr for Canary {
 
 /// The set of canaries switched on; empty by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Canaries(u16);
+pub struct Canaries(u32);
 
 impl Canaries {
     /// No canary: the node as it should behave.

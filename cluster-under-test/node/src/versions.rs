@@ -42,6 +42,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's regular-expression filter is not served.
     (ApiKey::ListTransactions, 0, 1),
+    // v0 is gone in Kafka 4 (KIP-896) and not in kafka-protocol 0.18; v1 is flexible.
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -167,6 +169,9 @@ mod tests {
             ApiKey::AllocateProducerIds => {
                 RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
             }
+            ApiKey::WriteTxnMarkers => {
+                RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default())
+            }
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -221,6 +226,9 @@ mod tests {
             }
             ApiKey::AllocateProducerIds => {
                 ResponseKind::AllocateProducerIds(AllocateProducerIdsResponse::default())
+            }
+            ApiKey::WriteTxnMarkers => {
+                ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default())
             }
             other => panic!("no default response for {other:?}"),
         }

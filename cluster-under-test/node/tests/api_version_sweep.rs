@@ -18,10 +18,10 @@ use bytes::{Buf, BufMut, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, DescribeQuorumRequest, FetchRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
-    RequestKind, ResponseHeader, ResponseKind, TopicName, create_topics_request,
-    describe_quorum_request, fetch_request, list_offsets_request, metadata_request,
-    produce_request,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProducerId,
+    RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName, WriteTxnMarkersRequest,
+    create_topics_request, describe_quorum_request, fetch_request, list_offsets_request,
+    metadata_request, produce_request, write_txn_markers_request,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -340,6 +340,21 @@ fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
                     .with_partitions(vec![describe_quorum_request::PartitionData::default()]),
             ]))
         }
+        // The coordinator's marker for a producer the partition has not seen: appended.
+        ApiKey::WriteTxnMarkers => {
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(4242))
+                    .with_producer_epoch(0)
+                    .with_transaction_result(true)
+                    .with_coordinator_epoch(0)
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(name(TOPIC))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]))
+        }
         other => panic!("the sweep has no request for {other:?}: add one"),
     }
 }
@@ -500,6 +515,23 @@ fn check(
                     response.error_code, response.producer_id.0
                 ));
             }
+        }
+        ResponseKind::WriteTxnMarkers(response) => {
+            let marker = response
+                .markers
+                .first()
+                .ok_or("no marker in the response")?;
+            let topic = marker.topics.first().ok_or("no topic in the marker")?;
+            let partition = topic.partitions.first().ok_or("no partition")?;
+            if marker.producer_id.0 != 4242
+                || topic.name.0.as_str() != TOPIC
+                || partition.partition_index != 0
+                || partition.error_code != 0
+            {
+                return Err(format!("wrong marker result: {response:?}"));
+            }
+            // The marker took one offset.
+            context.log_end += 1;
         }
         ResponseKind::DescribeQuorum(response) => {
             let partition = response

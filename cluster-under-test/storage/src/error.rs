@@ -127,6 +127,16 @@ pub enum Error {
         /// What is wrong with that line.
         defect: CheckpointDefect,
     },
+    /// A client may not produce control batches (Kafka: "Clients are not allowed to write
+    /// control records").
+    #[error("batch {batch_index} is a control batch, which only the broker writes")]
+    ControlBatchFromClient {
+        /// Zero-based index of the offending batch within the appended buffer.
+        batch_index: usize,
+    },
+    /// The producer state refused a transaction marker (stale producer or coordinator epoch).
+    #[error("marker refused: {0}")]
+    MarkerRefused(#[from] crate::producer_state::ProducerStateError),
 }
 
 impl Error {
@@ -136,7 +146,8 @@ impl Error {
     /// |---|---|
     /// | `OffsetOutOfRange` | 1 `OFFSET_OUT_OF_RANGE` |
     /// | `InvalidBatch` (framing, CRC) | 2 `CORRUPT_MESSAGE` |
-    /// | `InvalidBatch` (magic, count, codec), `EmptyAppend` | 87 `INVALID_RECORD` |
+    /// | `InvalidBatch` (magic, count, codec), `EmptyAppend`, `ControlBatchFromClient` | 87 `INVALID_RECORD` |
+    /// | `MarkerRefused` | 47 `INVALID_PRODUCER_EPOCH`, 52 `TRANSACTION_COORDINATOR_FENCED` |
     /// | `MessageTooLarge` | 10 `MESSAGE_TOO_LARGE` |
     /// | `RecordListTooLarge` | 18 `RECORD_LIST_TOO_LARGE` |
     /// | `InvalidTimestamp` | 32 `INVALID_TIMESTAMP` |
@@ -146,7 +157,10 @@ impl Error {
         match self {
             Error::OffsetOutOfRange { .. } => 1,
             Error::InvalidBatch { defect, .. } if defect.is_corruption() => 2,
-            Error::InvalidBatch { .. } | Error::EmptyAppend => 87,
+            Error::InvalidBatch { .. }
+            | Error::EmptyAppend
+            | Error::ControlBatchFromClient { .. } => 87,
+            Error::MarkerRefused(refused) => refused.kafka_error_code(),
             Error::MessageTooLarge { .. } => 10,
             Error::RecordListTooLarge { .. } => 18,
             Error::InvalidTimestamp { .. } => 32,

@@ -20,6 +20,8 @@
 //!   <topic>-<partition>/
 //!     00000000000000000000.log         whole record batches, as validated
 //!     00000000000000000000.index       sparse (relative offset u32, position u32) entries
+//!     00000000000000000000.txnindex    aborted transactions whose ABORT marker is in the
+//!                                      segment (34-byte entries), absent when none
 //!     00000000000000001234.log/.index  next segment, named by its base offset
 //!     00000000000000001234.snapshot    producer state below offset 1234 (written at the roll
 //!                                      that started that segment, and at clean shutdown)
@@ -37,7 +39,10 @@
 //!   [`producer_state_manager`]: the table plus its snapshot files (take, reload, delete);
 //!   [`producer_snapshot`]: Kafka's version-1 `.snapshot` format and file names.
 //! - `segment`: one `.log` + `.index` pair; positioned reads and writes. `index`: the sparse
-//!   offset index.
+//!   offset index. [`txn_index`]: the `.txnindex` of aborted transactions.
+//! - [`control`]: transaction markers (COMMIT/ABORT control records). Transactions in the
+//!   producer state, the last stable offset and the aborted list of a read live in
+//!   `producer_state/txn.rs` and `log/txn.rs`.
 //! - `recovery`: the batch scanner and the decision of where to cut; [`RecoveryReport`].
 //! - [`batch`]: the v2 header: parse, validate (CRC-32C), rewrite offsets and epochs.
 //! - [`builder`]: encode v2 batches (control markers, tests, benchmarks).
@@ -82,6 +87,7 @@ pub mod builder;
 pub mod checkpoint;
 pub mod clean_shutdown;
 pub mod config;
+pub mod control;
 mod durable;
 pub mod epoch_cache;
 pub mod error;
@@ -95,11 +101,13 @@ pub mod producer_state_manager;
 mod recovery;
 mod segment;
 mod topic_partition;
+pub mod txn_index;
 
 pub use batch::{BatchDefect, BatchHeader, TimestampType};
 pub use builder::BatchBuilder;
 pub use checkpoint::{CheckpointDefect, OffsetCheckpointFile};
 pub use config::LogConfig;
+pub use control::{ControlType, EndTxnMarker};
 pub use epoch_cache::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 pub use error::{Error, Result};
 pub use ids::{FilePosition, LeaderEpoch, Offset};
@@ -107,10 +115,11 @@ pub use log::{AppendInfo, LoadCheckpoints, Log, ProducerStateLoad, ReadInfo};
 pub use manager::{LogManager, SharedLog, lock_log};
 pub use producer_snapshot::SnapshotDefect;
 pub use producer_state::{
-    BatchMetadata, ProducerBatch, ProducerEntry, ProducerEpoch, ProducerId, ProducerStateError,
-    ProducerStateTable, Sequence, Verdict,
+    BatchMetadata, CompletedTxn, ProducerBatch, ProducerEntry, ProducerEpoch, ProducerId,
+    ProducerStateError, ProducerStateTable, Sequence, Verdict,
 };
 pub use producer_state_manager::ProducerStateManager;
 pub use recovery::{RecoveryReport, StopReason};
 pub use segment::file_stem as segment_file_stem;
 pub use topic_partition::TopicPartition;
+pub use txn_index::AbortedTxn;

@@ -24,6 +24,10 @@ use crate::topic_partition::TopicPartition;
 
 mod producer;
 mod truncate;
+mod txn;
+mod validate;
+
+use validate::{check_append_size, validate_producer_batches};
 
 pub use producer::ProducerStateLoad;
 
@@ -179,6 +183,7 @@ impl Log {
             producer_load: ProducerStateLoad::default(),
         };
         log.rebuild_producer_state(log_end)?;
+        log.producers.on_high_watermark_updated(high_watermark);
         log.assert_invariants();
         Ok((log, report))
     }
@@ -246,6 +251,8 @@ impl Log {
     /// Sets the high watermark, clamped to `[log_start, log_end]`; returns the value stored.
     pub fn set_high_watermark(&mut self, high_watermark: Offset) -> Offset {
         self.high_watermark = high_watermark.clamp(self.log_start_offset, self.log_end_offset());
+        self.producers
+            .on_high_watermark_updated(self.high_watermark);
         self.high_watermark
     }
 
@@ -313,7 +320,8 @@ impl Log {
     /// # Errors
     ///
     /// [`Error::InvalidBatch`], [`Error::MessageTooLarge`], [`Error::RecordListTooLarge`],
-    /// [`Error::InvalidTimestamp`], [`Error::EmptyAppend`], or I/O errors.
+    /// [`Error::InvalidTimestamp`], [`Error::EmptyAppend`], [`Error::ControlBatchFromClient`]
+    /// (control batches are the broker's: [`Log::append_marker_as_leader`]), or I/O errors.
     pub fn append_as_leader(
         &mut self,
         batches: &[u8],
@@ -321,6 +329,20 @@ impl Log {
         now_ms: i64,
     ) -> Result<AppendInfo> {
         let validated = validate_producer_batches(batches, &self.config, now_ms)?;
+        if let Some(batch_index) = validated.iter().position(|(_, header)| header.is_control()) {
+            return Err(Error::ControlBatchFromClient { batch_index });
+        }
+        self.append_validated_as_leader(batches, validated, leader_epoch, now_ms)
+    }
+
+    /// The leader append after validation: offsets, epochs, `LogAppendTime`, then the write.
+    fn append_validated_as_leader(
+        &mut self,
+        batches: &[u8],
+        validated: Vec<(usize, BatchHeader)>,
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         let mut bytes = batches.to_vec();
         let log_append_time_ms =
             (self.config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
@@ -408,10 +430,13 @@ impl Log {
         let last = headers.last().expect("validated appends are non-empty");
         let rolled = self.maybe_roll(bytes.len(), first.base_offset, last.last_offset())?;
         self.active_mut().append(bytes, headers)?;
+        let mut position = 0;
         for header in headers {
             self.epoch_cache
                 .assign(header.partition_leader_epoch, header.base_offset)?;
-            self.producers.record(header);
+            let batch = &bytes[position..position + header.size_bytes()];
+            position += header.size_bytes();
+            self.record_producer_batch(header, batch)?;
         }
         let unflushed_messages = self.log_end_offset().distance_from(self.recovery_point);
         let flushed = unflushed_messages >= self.config.flush_interval_messages;
@@ -581,61 +606,6 @@ impl Log {
     }
 }
 
-/// Checks the whole append against `log.segment.bytes` (Kafka's `RECORD_LIST_TOO_LARGE`).
-fn check_append_size(append_bytes: usize, config: &LogConfig) -> Result<()> {
-    if append_bytes > config.segment_bytes {
-        return Err(Error::RecordListTooLarge {
-            append_bytes,
-            segment_bytes: config.segment_bytes,
-        });
-    }
-    Ok(())
-}
-
-/// Validates every producer batch in `batches`; returns each batch's position and header.
-fn validate_producer_batches(
-    batches: &[u8],
-    config: &LogConfig,
-    now_ms: i64,
-) -> Result<Vec<(usize, BatchHeader)>> {
-    let mut validated = Vec::new();
-    for (batch_index, item) in batch::batches(batches).enumerate() {
-        let (position, header) = item.map_err(|defect| Error::InvalidBatch {
-            batch_index,
-            defect,
-        })?;
-        batch::check_producer_batch(&header).map_err(|defect| Error::InvalidBatch {
-            batch_index,
-            defect,
-        })?;
-        if header.size_bytes() > config.max_message_bytes {
-            return Err(Error::MessageTooLarge {
-                batch_index,
-                batch_bytes: header.size_bytes(),
-                max_message_bytes: config.max_message_bytes,
-            });
-        }
-        let create_time = config.message_timestamp_type == TimestampType::CreateTime;
-        if create_time
-            && header.max_timestamp_ms.saturating_sub(now_ms)
-                > config.message_timestamp_after_max_ms
-        {
-            return Err(Error::InvalidTimestamp {
-                batch_index,
-                max_timestamp_ms: header.max_timestamp_ms,
-                now_ms,
-                after_max_ms: config.message_timestamp_after_max_ms,
-            });
-        }
-        validated.push((position, header));
-    }
-    if validated.is_empty() {
-        return Err(Error::EmptyAppend);
-    }
-    check_append_size(batches.len(), config)?;
-    Ok(validated)
-}
-
 /// Removes leftovers of interrupted operations: temp files of atomic replaces, and index files
 /// whose `.log` is gone.
 fn remove_stray_files(dir: &Path) -> Result<()> {
@@ -647,7 +617,10 @@ fn remove_stray_files(dir: &Path) -> Result<()> {
         };
         let stray = if name.ends_with(durable::TEMP_SUFFIX) {
             true
-        } else if let Some(stem) = name.strip_suffix(crate::segment::INDEX_SUFFIX) {
+        } else if let Some(stem) = name
+            .strip_suffix(crate::segment::INDEX_SUFFIX)
+            .or_else(|| name.strip_suffix(crate::txn_index::TXN_INDEX_SUFFIX))
+        {
             !dir.join(format!("{stem}{}", crate::segment::LOG_SUFFIX))
                 .exists()
         } else {

@@ -8,7 +8,12 @@
 //! change when the batch was replicated; the node checks a client batch with
 //! [`ProducerStateTable::check`] before the leader append. Snapshots, recovery and truncation
 //! live in `producer_snapshot.rs` and `log/producer.rs`. Expiry (`producer.id.expiration.ms`)
-//! is not implemented: ids stay until the log is replayed without their batches.
+//! is not implemented: ids stay until the log is replayed without their batches. Transactions
+//! (the open transaction's first offset, markers, coordinator epochs) are in `producer_state/txn.rs`.
+
+mod txn;
+
+pub use txn::CompletedTxn;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -69,6 +74,8 @@ pub struct ProducerBatch {
     pub last_sequence: Sequence,
     /// The batch's `MaxTimestamp` (Kafka keeps it for the duplicate answer and for expiry).
     pub max_timestamp_ms: i64,
+    /// Part of a transaction (the batch's transactional bit).
+    pub is_transactional: bool,
 }
 
 impl ProducerBatch {
@@ -81,6 +88,7 @@ impl ProducerBatch {
             first_sequence: Sequence(header.base_sequence),
             last_sequence: Sequence(header.base_sequence).plus(header.last_offset_delta.max(0)),
             max_timestamp_ms: header.max_timestamp_ms,
+            is_transactional: header.is_transactional(),
         })
     }
 }
@@ -108,10 +116,10 @@ pub struct ProducerEntry {
     /// The last batches of that epoch, oldest first, at most [`NUM_BATCHES_TO_RETAIN`].
     pub batches: VecDeque<BatchMetadata>,
     /// The epoch of the transaction coordinator that wrote this producer's last marker (-1:
-    /// none). Kept and snapshotted for the transactions work; nothing sets it yet.
+    /// none); a marker from an older coordinator is fenced.
     pub coordinator_epoch: i32,
-    /// The first offset of the producer's open transaction, if any. Kept and snapshotted for
-    /// the transactions work; nothing sets it yet.
+    /// The first offset of the producer's open transaction, if any (Kafka's
+    /// `currentTxnFirstOffset`): set by its first transactional batch, cleared by a marker.
     pub current_txn_first_offset: Option<Offset>,
     /// The timestamp of the producer's last write (Kafka's `lastTimestamp`, for expiry).
     pub last_timestamp_ms: i64,
@@ -167,15 +175,42 @@ pub enum ProducerStateError {
         /// start at 0).
         last_sequence: Option<Sequence>,
     },
+    /// A non-transactional batch from a producer whose transaction is open
+    /// (`INVALID_TXN_STATE`).
+    #[error(
+        "producer {producer_id:?} wrote outside its open transaction (from {txn_first_offset:?})"
+    )]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: ProducerId,
+        /// Where its open transaction starts.
+        txn_first_offset: Offset,
+    },
+    /// A marker from a coordinator older than the last one that wrote for the producer
+    /// (`TRANSACTION_COORDINATOR_FENCED`).
+    #[error(
+        "producer {producer_id:?}: coordinator epoch {coordinator_epoch} is older than {current}"
+    )]
+    CoordinatorFenced {
+        /// The producer.
+        producer_id: ProducerId,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The last coordinator epoch recorded.
+        current: i32,
+    },
 }
 
 impl ProducerStateError {
-    /// The Kafka error code the produce response carries: 47 `INVALID_PRODUCER_EPOCH` or 45
-    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+    /// The Kafka error code the response carries: 47 `INVALID_PRODUCER_EPOCH`, 45
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, 48 `INVALID_TXN_STATE` or 52
+    /// `TRANSACTION_COORDINATOR_FENCED`.
     pub fn kafka_error_code(&self) -> i16 {
         match self {
             ProducerStateError::StaleEpoch { .. } => 47,
             ProducerStateError::OutOfOrderSequence { .. } => 45,
+            ProducerStateError::InvalidTxnState { .. } => 48,
+            ProducerStateError::CoordinatorFenced { .. } => 52,
         }
     }
 }
@@ -233,9 +268,30 @@ impl ProducerStateTable {
     /// epoch must continue at last sequence + 1. A producer the partition has no state for is
     /// accepted at any sequence (KIP-360: no `UNKNOWN_PRODUCER_ID` from Kafka 2.5 on).
     ///
+    /// A batch that passes those checks is then refused when it is not transactional while the
+    /// producer's transaction is open (`INVALID_TXN_STATE`, Kafka's `appendDataBatch`).
+    ///
     /// # Errors
     /// [`ProducerStateError`] when the batch must be refused.
     pub fn check(&self, batch: &ProducerBatch) -> Result<Verdict, ProducerStateError> {
+        let verdict = self.check_sequence(batch)?;
+        if verdict == Verdict::Append
+            && !batch.is_transactional
+            && let Some(txn_first_offset) = self
+                .producers
+                .get(&batch.producer_id)
+                .and_then(|entry| entry.current_txn_first_offset)
+        {
+            return Err(ProducerStateError::InvalidTxnState {
+                producer_id: batch.producer_id,
+                txn_first_offset,
+            });
+        }
+        Ok(verdict)
+    }
+
+    /// The idempotence part of [`Self::check`].
+    fn check_sequence(&self, batch: &ProducerBatch) -> Result<Verdict, ProducerStateError> {
         let Some(entry) = self.producers.get(&batch.producer_id) else {
             return Ok(Verdict::Append);
         };
@@ -283,7 +339,8 @@ impl ProducerStateTable {
 
     /// Records a batch that is now in the log at `first_offset..=last_offset`, without
     /// validation (the log's order is the truth on the replication and replay paths). A
-    /// different epoch replaces the retained batches, as `maybeUpdateProducerEpoch` does.
+    /// different epoch replaces the retained batches, as `maybeUpdateProducerEpoch` does. A
+    /// transactional batch of a producer with no open transaction opens one at `first_offset`.
     pub fn record(&mut self, batch: &ProducerBatch, first_offset: Offset, last_offset: Offset) {
         let entry = self
             .producers
@@ -301,6 +358,9 @@ impl ProducerStateTable {
             timestamp_ms: batch.max_timestamp_ms,
         });
         entry.last_timestamp_ms = batch.max_timestamp_ms;
+        if batch.is_transactional && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(first_offset);
+        }
         while entry.batches.len() > NUM_BATCHES_TO_RETAIN {
             entry.batches.pop_front();
         }
@@ -320,6 +380,7 @@ mod tests {
             first_sequence: Sequence(first),
             last_sequence: Sequence(last),
             max_timestamp_ms: 0,
+            is_transactional: false,
         }
     }
 
@@ -434,6 +495,7 @@ mod tests {
                 Ok(Verdict::Duplicate(original)) => DuplicateAt(original.first_offset.0),
                 Err(ProducerStateError::StaleEpoch { .. }) => StaleEpoch,
                 Err(ProducerStateError::OutOfOrderSequence { .. }) => OutOfOrder,
+                Err(other) => panic!("{name}: {other}"),
             };
             assert_eq!(got, *expected, "{name}");
         }

@@ -9,15 +9,22 @@
 //! truncation point, at or below the log start on reload, or with their segment; a stray one
 //! below the last segment is removed at open. A defective snapshot is logged, deleted and
 //! skipped for the next older one; with none left the table starts empty at the log start.
+//!
+//! It also keeps the transactions completed above the high watermark (Kafka's
+//! `unreplicatedTxns`): until the high watermark passes its marker, a completed transaction
+//! still holds the first unstable offset at its first record.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::batch::BatchHeader;
+use crate::control;
 use crate::error::Result;
 use crate::ids::Offset;
 use crate::producer_snapshot;
-use crate::producer_state::{ProducerBatch, ProducerStateTable};
+use crate::producer_state::{
+    CompletedTxn, ProducerBatch, ProducerEpoch, ProducerId, ProducerStateTable,
+};
 
 /// One partition's producer state and snapshots. See the module docs.
 #[derive(Debug)]
@@ -31,6 +38,8 @@ pub struct ProducerStateManager {
     map_end_offset: Offset,
     /// The offset of the last snapshot written or loaded (Kafka's `lastSnapOffset`).
     last_snapshot_offset: Offset,
+    /// Transactions completed whose marker the high watermark has not passed, by first offset.
+    unreplicated: BTreeSet<(Offset, Offset)>,
 }
 
 impl ProducerStateManager {
@@ -45,6 +54,7 @@ impl ProducerStateManager {
             snapshots: producer_snapshot::list(dir)?.into_iter().collect(),
             map_end_offset: Offset::ZERO,
             last_snapshot_offset: Offset::ZERO,
+            unreplicated: BTreeSet::new(),
         })
     }
 
@@ -119,6 +129,7 @@ impl ProducerStateManager {
             return Ok(None);
         }
         self.table.clear();
+        self.unreplicated.clear();
         self.load_latest_snapshot(log_start)
     }
 
@@ -146,17 +157,74 @@ impl ProducerStateManager {
         Ok(None)
     }
 
-    /// Records one batch now in the log (replication, replay and leader appends alike):
-    /// producer batches go into the table (control batches are left to the transactions
-    /// work), and the map end moves past it.
-    pub(crate) fn record(&mut self, header: &BatchHeader) {
-        if !header.is_control()
-            && let Some(batch) = ProducerBatch::from_header(header)
-        {
-            self.table
-                .record(&batch, header.base_offset, header.last_offset());
-        }
+    /// Records one batch now in the log (replication, replay and leader appends alike;
+    /// `batch` is its bytes): producer batches go into the table, a transaction marker closes
+    /// its producer's transaction (returned when there was one), and the map end moves past
+    /// it. A control batch that is not a readable marker changes no state (logged).
+    pub(crate) fn record(&mut self, header: &BatchHeader, batch: &[u8]) -> Option<CompletedTxn> {
         self.map_end_offset = header.next_offset();
+        if !header.is_control() {
+            if let Some(batch) = ProducerBatch::from_header(header) {
+                self.table
+                    .record(&batch, header.base_offset, header.last_offset());
+            }
+            return None;
+        }
+        if header.producer_id < 0 {
+            return None;
+        }
+        let marker = match control::parse_marker(header, batch) {
+            Ok(marker) => marker,
+            Err(defect) => {
+                tracing::warn!(dir = %self.dir.display(), offset = header.base_offset.0,
+                    %defect, "control batch is not a transaction marker; ignored");
+                return None;
+            }
+        };
+        let completed = self.table.record_marker(
+            ProducerId(header.producer_id),
+            ProducerEpoch(header.producer_epoch),
+            marker,
+            header.base_offset,
+            header.max_timestamp_ms,
+        );
+        if let Some(txn) = completed {
+            self.unreplicated
+                .insert((txn.first_offset, txn.last_offset));
+        }
+        completed
+    }
+
+    /// The first offset of a transaction that is open or whose marker is not yet below the
+    /// high watermark (Kafka's `firstUnstableOffset`), if any.
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        let ongoing = self
+            .table
+            .open_transactions()
+            .first()
+            .map(|(first, _)| *first);
+        let unreplicated = self.unreplicated.first().map(|(first, _)| *first);
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The high watermark moved: completed transactions whose marker is below it are stable.
+    pub(crate) fn on_high_watermark_updated(&mut self, high_watermark: Offset) {
+        self.unreplicated
+            .retain(|(_, last_offset)| *last_offset >= high_watermark);
+    }
+
+    /// The last stable offset recorded in the aborted-transaction index for `completed`
+    /// (Kafka's `lastStableOffset(completedTxn)`): the first offset of the earliest other open
+    /// transaction, else the offset after the marker.
+    pub(crate) fn last_stable_offset_at_completion(&self, completed: &CompletedTxn) -> Offset {
+        self.table
+            .open_transactions()
+            .into_iter()
+            .find(|(_, producer)| *producer != completed.producer_id)
+            .map_or(completed.last_offset.next(), |(first, _)| first)
     }
 
     /// Moves the map end to `offset` (a roll or a gap: nothing between holds batches).
@@ -187,6 +255,7 @@ impl ProducerStateManager {
     /// I/O errors deleting.
     pub(crate) fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<()> {
         self.table.clear();
+        self.unreplicated.clear();
         for snapshot in self.snapshot_offsets() {
             self.delete_snapshot(snapshot)?;
         }

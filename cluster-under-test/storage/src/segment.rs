@@ -1,5 +1,5 @@
-//! One log segment: the `<base offset>.log` file of whole record batches and its sparse
-//! `<base offset>.index`. Owns positioned reads and writes of batch bytes, index maintenance,
+//! One log segment: the `<base offset>.log` file of whole record batches, its sparse
+//! `<base offset>.index` and its `<base offset>.txnindex` of aborted transactions. Owns positioned reads and writes of batch bytes, index maintenance,
 //! truncation and fsync of its two files. It knows nothing about the partition's offsets beyond
 //! its own; `log.rs` chooses which segment to touch and when to roll.
 
@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ids::{FilePosition, Offset};
 use crate::index::OffsetIndex;
 use crate::recovery::{self, StopReason};
+use crate::txn_index::{TXN_INDEX_SUFFIX, TransactionIndex};
 
 /// Suffix of segment data files.
 pub const LOG_SUFFIX: &str = ".log";
@@ -66,6 +67,8 @@ pub(crate) struct LogSegment {
     index_interval_bytes: usize,
     /// `false` until the index passed a sanity check or was rebuilt.
     index_trusted: bool,
+    /// Aborted transactions whose marker is in this segment.
+    pub(crate) txn_index: TransactionIndex,
 }
 
 impl LogSegment {
@@ -112,6 +115,7 @@ impl LogSegment {
             bytes_since_last_index_entry: 0,
             index_interval_bytes: config.index_interval_bytes,
             index_trusted: true,
+            txn_index: TransactionIndex::create(dir, base_offset)?,
         })
     }
 
@@ -150,13 +154,14 @@ impl LogSegment {
             bytes_since_last_index_entry: 0,
             index_interval_bytes: config.index_interval_bytes,
             index_trusted,
+            txn_index: TransactionIndex::open(dir, base_offset)?,
         })
     }
 
-    /// Deletes the `.log` and `.index` files of the segment at `base_offset` in `dir`.
+    /// Deletes the `.log`, `.index` and `.txnindex` files of the segment at `base_offset`.
     pub(crate) fn delete_files(dir: &Path, base_offset: Offset) -> Result<()> {
         let stem = file_stem(base_offset);
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX] {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             let path = dir.join(format!("{stem}{suffix}"));
             match fs::remove_file(&path) {
                 Ok(()) => {}
@@ -467,6 +472,7 @@ impl LogSegment {
             .set_len(position.as_u64())
             .map_err(Error::io("truncate segment", &self.log_path))?;
         self.index.truncate_to_position(position)?;
+        self.txn_index.truncate_to(header.base_offset)?;
         self.size = position;
         // The first removed batch starts where the kept data ends.
         self.next_offset = if position.0 == 0 {
@@ -486,6 +492,7 @@ impl LogSegment {
         self.log
             .sync_data()
             .map_err(Error::io("fsync segment", &self.log_path))?;
+        self.txn_index.flush()?;
         self.index.flush()
     }
 
@@ -495,8 +502,10 @@ impl LogSegment {
             log_path,
             log,
             index,
+            txn_index,
             ..
         } = self;
+        txn_index.delete_file()?;
         let index_path = index.path().to_path_buf();
         drop(log);
         drop(index);

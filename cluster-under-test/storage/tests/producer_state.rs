@@ -342,6 +342,7 @@ fn full_truncation_forgets_every_producer_and_snapshot() {
         first_sequence: Sequence(0),
         last_sequence: Sequence(1),
         max_timestamp_ms: 0,
+        is_transactional: false,
     };
     assert_eq!(log.producer_state().check(&retry), Ok(Verdict::Append));
 }

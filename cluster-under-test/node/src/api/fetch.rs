@@ -2,7 +2,9 @@
 //!
 //! The request waits until at least `min_bytes` are available or `max_wait_ms` has passed,
 //! whichever comes first; an error in any partition answers at once. Consumers read up to the
-//! high watermark. Sizes follow KIP-74: `partition_max_bytes` per partition and `max_bytes` for
+//! high watermark (`isolation_level` 0), or up to the last stable offset with the aborted
+//! transactions overlapping the records (1, read_committed); every answer carries the last
+//! stable offset, the aborted list only read_committed ones (Kafka's). Sizes follow KIP-74: `partition_max_bytes` per partition and `max_bytes` for
 //! the whole response, except that the first batch found is returned even when it is larger,
 //! so a consumer can always make progress.
 //!
@@ -20,12 +22,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::time::Instant;
 
-use crate::replica::{ConsumerRead, ReplicaManager};
+use crate::replica::{ConsumerRead, Isolation, ReplicaManager};
 
 /// Answers the fetch, waiting for data as the request allows.
 pub async fn handle(
@@ -113,7 +115,8 @@ fn read_once(
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
     let mut total = 0usize;
     let mut any_error = false;
-    let read_committed = request.isolation_level == 1;
+    let isolation = Isolation::from_wire(request.isolation_level);
+    let read_committed = isolation == Isolation::ReadCommitted;
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let resolved = if version >= 13 {
@@ -158,13 +161,15 @@ fn read_once(
                         ConsumerRead {
                             records: read.records,
                             high_watermark: read.high_watermark,
+                            last_stable_offset: read.last_stable_offset,
                             log_start_offset: read.log_start_offset,
+                            aborted: None,
                         },
                         read.diverging,
                     ));
                 }
                 partition
-                    .read_for_consumer(asked.fetch_offset, limit, total == 0)
+                    .read_for_consumer(asked.fetch_offset, limit, total == 0, isolation)
                     .map(|read| (read, None))
             });
             partitions.push(match read {
@@ -183,9 +188,22 @@ fn read_once(
                         }
                         None => answer,
                     };
+                    let answer = match read.aborted {
+                        Some(aborted) => answer.with_aborted_transactions(Some(
+                            aborted
+                                .iter()
+                                .map(|txn| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(txn.producer_id.0.into())
+                                        .with_first_offset(txn.first_offset.0)
+                                })
+                                .collect(),
+                        )),
+                        None => answer,
+                    };
                     answer
                         .with_high_watermark(read.high_watermark)
-                        .with_last_stable_offset(read.high_watermark)
+                        .with_last_stable_offset(read.last_stable_offset)
                         .with_log_start_offset(read.log_start_offset)
                         .with_records(Some(read.records))
                 }

@@ -1,8 +1,8 @@
 //! ListOffsets: the earliest and latest offsets of partitions.
 //!
 //! `-2` (earliest) and `-4` (earliest local) answer the log start offset; `-1` (latest) answers
-//! the high watermark, the end of what consumers may read (with transactions it will be the
-//! last stable offset for read_committed). Lookups by timestamp need the time index, which is
+//! the end of what the consumer may read: the high watermark for `isolation_level` 0, the last
+//! stable offset for 1 (read_committed), as Kafka's `fetchOffsetForTimestamp`. Lookups by timestamp need the time index, which is
 //! not built yet: they are answered `INVALID_REQUEST` rather than with a made-up offset.
 
 use kafka_protocol::ResponseError;
@@ -45,6 +45,7 @@ pub fn handle(replicas: &ReplicaManager, request: &ListOffsetsRequest) -> ListOf
                     }
                     let offsets = partition.offsets();
                     let offset = match asked.timestamp {
+                        LATEST if request.isolation_level == 1 => offsets.last_stable_offset,
                         LATEST => offsets.high_watermark,
                         EARLIEST | EARLIEST_LOCAL => offsets.log_start_offset,
                         _ => return answer.with_error_code(ResponseError::InvalidRequest.code()),

@@ -5,6 +5,7 @@
 //! `partition/leader.rs`; the decisions themselves are pure functions in `replication.rs`.
 
 mod leader;
+mod txn;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,6 +65,8 @@ pub struct FollowerRead {
     pub records: Bytes,
     /// The leader's high watermark.
     pub high_watermark: i64,
+    /// The leader's last stable offset.
+    pub last_stable_offset: i64,
     /// The leader's log start offset.
     pub log_start_offset: i64,
     /// Where the follower's log diverges, if it does (then `records` is empty).
@@ -90,8 +93,33 @@ pub struct ConsumerRead {
     pub records: Bytes,
     /// The high watermark at the time of the read.
     pub high_watermark: i64,
+    /// The last stable offset at the time of the read.
+    pub last_stable_offset: i64,
     /// The log start offset at the time of the read.
     pub log_start_offset: i64,
+    /// For read_committed: the aborted transactions overlapping the records read.
+    pub aborted: Option<Vec<logjam_storage::AbortedTxn>>,
+}
+
+/// A consumer's `isolation_level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// 0: up to the high watermark, transactions' records included whatever their outcome.
+    ReadUncommitted,
+    /// 1: up to the last stable offset, with the aborted transactions to skip.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The wire value (anything but 1 reads uncommitted, as Kafka's `IsolationLevel.forId`
+    /// would refuse; the request decoder only gives 0 or 1 to well-behaved clients).
+    pub fn from_wire(level: i8) -> Isolation {
+        if level == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
 }
 
 /// The three positions every partition has.
@@ -101,6 +129,8 @@ pub struct PartitionOffsets {
     pub log_start_offset: i64,
     /// Offsets below it are committed and visible to consumers.
     pub high_watermark: i64,
+    /// Offsets below it hold no open transaction: read_committed consumers read up to it.
+    pub last_stable_offset: i64,
     /// The next offset to be assigned.
     pub log_end_offset: i64,
 }
@@ -228,6 +258,7 @@ impl Partition {
         PartitionOffsets {
             log_start_offset: log.log_start_offset().0,
             high_watermark: log.high_watermark().0,
+            last_stable_offset: log.last_stable_offset().0,
             log_end_offset: log.log_end_offset().0,
         }
     }
@@ -300,6 +331,7 @@ impl Partition {
     ) -> Result<FollowerRead, ResponseError> {
         let log = self.lock();
         let high_watermark = log.high_watermark().0;
+        let last_stable_offset = log.last_stable_offset().0;
         let log_start_offset = log.log_start_offset().0;
         let answer = log.end_offset_for_epoch(LeaderEpoch(last_fetched_epoch));
         if let Some(diverging) = diverging_epoch(
@@ -310,6 +342,7 @@ impl Partition {
             return Ok(FollowerRead {
                 records: Bytes::new(),
                 high_watermark,
+                last_stable_offset,
                 log_start_offset,
                 diverging: Some(diverging),
             });
@@ -321,6 +354,7 @@ impl Partition {
         Ok(FollowerRead {
             records: read.records,
             high_watermark,
+            last_stable_offset,
             log_start_offset,
             diverging: None,
         })
@@ -410,7 +444,9 @@ impl Partition {
         Ok(())
     }
 
-    /// Reads for a consumer, up to the high watermark.
+    /// Reads for a consumer: up to the high watermark, or for read_committed up to the last
+    /// stable offset with the aborted transactions overlapping what was read (Kafka's
+    /// `FetchIsolation.TXN_COMMITTED`).
     ///
     /// # Errors
     /// `OFFSET_OUT_OF_RANGE` or `KAFKA_STORAGE_ERROR`.
@@ -419,23 +455,35 @@ impl Partition {
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        isolation: Isolation,
     ) -> Result<ConsumerRead, ResponseError> {
         let log = self.lock();
         let high_watermark = log.high_watermark();
+        let last_stable_offset = log.last_stable_offset();
         // CANARY(read-above-high-watermark): consumers read up to the log end, uncommitted
         // records included.
         let read_limit = if self.canaries.is_on(Canary::ReadAboveHighWatermark) {
             log.log_end_offset()
+        } else if isolation == Isolation::ReadCommitted
+            // CANARY(read-committed-ignores-lso): read_committed fetches stop at the high
+            // watermark, records of open transactions included.
+            && !self.canaries.is_on(Canary::ReadCommittedIgnoresLso)
+        {
+            last_stable_offset
         } else {
             high_watermark
         };
         let read = log
             .read(Offset(fetch_offset), max_bytes, read_limit, min_one_batch)
             .map_err(|error| kafka_error(error.kafka_error_code()))?;
+        let aborted = (isolation == Isolation::ReadCommitted)
+            .then(|| log.aborted_transactions(Offset(fetch_offset), read.next_offset));
         Ok(ConsumerRead {
             records: read.records,
             high_watermark: high_watermark.0,
+            last_stable_offset: last_stable_offset.0,
             log_start_offset: log.log_start_offset().0,
+            aborted,
         })
     }
 }
@@ -460,7 +508,9 @@ impl Partition {
         Ok(ConsumerRead {
             records: read.records,
             high_watermark: log.high_watermark().0,
+            last_stable_offset: log.last_stable_offset().0,
             log_start_offset: log.log_start_offset().0,
+            aborted: None,
         })
     }
 }

@@ -69,6 +69,10 @@ impl Log {
         let log_start = self.log_start_offset;
         let snapshot_offset = self.producers.truncate_and_reload(log_start, last_offset)?;
         let replayed_from = self.producers.map_end_offset();
+        // The replay writes the aborted-transaction entries of what it reads again.
+        for segment in &mut self.segments {
+            segment.txn_index.truncate_to(replayed_from)?;
+        }
         let mut batches_replayed = 0;
         if last_offset > replayed_from {
             for (index, base) in bases.iter().enumerate() {
@@ -88,6 +92,9 @@ impl Log {
         }
         self.producers.update_map_end_offset(last_offset);
         self.producers.take_snapshot()?;
+        // Transactions the replay completed below the high watermark are stable.
+        self.producers
+            .on_high_watermark_updated(self.high_watermark.min(last_offset));
         self.producer_load = ProducerStateLoad {
             snapshot_offset,
             replayed_from,
@@ -108,8 +115,9 @@ impl Log {
                 break;
             }
             for item in batch::batches(&read.records) {
-                let Ok((_, header)) = item else { break };
-                self.producers.record(&header);
+                let Ok((at, header)) = item else { break };
+                let bytes = &read.records[at..at + header.size_bytes()];
+                self.record_producer_batch(&header, bytes)?;
                 batches += 1;
             }
             position = read.next_offset;

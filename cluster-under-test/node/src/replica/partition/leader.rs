@@ -275,38 +275,16 @@ impl Partition {
     ///
     /// # Errors
     /// The Kafka error for the partition: `NOT_LEADER_OR_FOLLOWER`, `NOT_ENOUGH_REPLICAS`
-    /// (nothing appended), the storage's validation errors (`CORRUPT_MESSAGE`,
-    /// `INVALID_RECORD`, ...), or `KAFKA_STORAGE_ERROR`.
+    /// (nothing appended), the producer state's (`INVALID_PRODUCER_EPOCH`,
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, `INVALID_TXN_STATE`), the storage's validation errors
+    /// (`CORRUPT_MESSAGE`, `INVALID_RECORD`, ...), or `KAFKA_STORAGE_ERROR`.
     pub async fn append(
         self: Arc<Self>,
         records: Bytes,
         acks: Acks,
     ) -> Result<Appended, ResponseError> {
-        let state = self.state();
-        if state.leader.0 != self.node_id {
-            return Err(ResponseError::NotLeaderOrFollower);
-        }
-        let leader_epoch = state.leader_epoch;
-        if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
-            return Err(ResponseError::NotEnoughReplicas);
-        }
-        let partition = Arc::clone(&self);
-        // fsync can happen inside an append (flush.messages, segment roll): keep it off the
-        // async workers.
         let producer_batch = idempotent_batch(&records)?;
-        let appended = tokio::task::spawn_blocking(move || {
-            // Leadership is checked again under the state lock, held across the append (Kafka's
-            // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
-            // between the check above and this append must not put a record of the old epoch
-            // after the start of the new one, which would rewrite the epoch cache.
-            let current = partition
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if current.leader.0 != partition.node_id || current.leader_epoch != leader_epoch {
-                return Err(ResponseError::NotLeaderOrFollower);
-            }
-            let mut log = partition.lock();
+        self.append_under_leadership(acks, move |partition, log, leader_epoch| {
             // The log owns the producer state (kafka-semantics.md §2) and records the batch
             // when it appends it.
             if let Some(batch) = &producer_batch {
@@ -340,16 +318,57 @@ impl Partition {
                     tracing::debug!(partition = %partition.topic_partition, %error, "append refused");
                     super::kafka_error(error.kafka_error_code())
                 })?;
-            let log_start_offset = log.log_start_offset().0;
-            drop(log);
-            drop(current);
-            partition.maybe_advance_high_watermark();
-            Ok::<_, ResponseError>(Appended {
+            Ok(Appended {
                 base_offset: info.first_offset.0,
-                log_start_offset,
+                log_start_offset: log.log_start_offset().0,
                 end_offset: info.last_offset.0 + 1,
                 leader_epoch,
             })
+        })
+        .await
+    }
+
+    /// Runs `append` on the log as the leader, off the async workers (fsync can happen inside
+    /// an append: flush.messages, segment roll), with leadership checked before and again
+    /// under the state lock held across the append; then moves the high watermark and wakes
+    /// waiters. acks=all first checks the ISR against the effective `min.insync.replicas`.
+    pub(super) async fn append_under_leadership<F>(
+        self: Arc<Self>,
+        acks: Acks,
+        append: F,
+    ) -> Result<Appended, ResponseError>
+    where
+        F: FnOnce(&Partition, &mut logjam_storage::Log, i32) -> Result<Appended, ResponseError>
+            + Send
+            + 'static,
+    {
+        let state = self.state();
+        if state.leader.0 != self.node_id {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        let leader_epoch = state.leader_epoch;
+        if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
+            return Err(ResponseError::NotEnoughReplicas);
+        }
+        let partition = Arc::clone(&self);
+        let appended = tokio::task::spawn_blocking(move || {
+            // Leadership is checked again under the state lock, held across the append (Kafka's
+            // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
+            // between the check above and this append must not put a record of the old epoch
+            // after the start of the new one, which would rewrite the epoch cache.
+            let current = partition
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if current.leader.0 != partition.node_id || current.leader_epoch != leader_epoch {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+            let mut log = partition.lock();
+            let appended = append(&partition, &mut log, leader_epoch)?;
+            drop(log);
+            drop(current);
+            partition.maybe_advance_high_watermark();
+            Ok::<_, ResponseError>(appended)
         })
         .await
         .map_err(|_| ResponseError::UnknownServerError)??;

@@ -1,0 +1,53 @@
+//! The partition as leader of a transaction's records: appending a COMMIT or ABORT marker for
+//! the transaction coordinator (WriteTxnMarkers), checked against the producer state in the log
+//! (an older producer epoch is `INVALID_PRODUCER_EPOCH`, an older coordinator epoch
+//! `TRANSACTION_COORDINATOR_FENCED`; nothing is written then).
+
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use logjam_storage::{EndTxnMarker, LeaderEpoch};
+
+use crate::replica::now_ms;
+
+use super::{Acks, Appended, Partition};
+
+impl Partition {
+    /// Appends one marker control batch for `producer_id`/`producer_epoch` as the leader, as an
+    /// acks=all append (callers wait on [`Partition::acks_status`] like a produce).
+    ///
+    /// # Errors
+    /// `NOT_LEADER_OR_FOLLOWER`, `NOT_ENOUGH_REPLICAS`, `INVALID_PRODUCER_EPOCH`,
+    /// `TRANSACTION_COORDINATOR_FENCED` or `KAFKA_STORAGE_ERROR`.
+    pub async fn append_marker(
+        self: Arc<Self>,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<Appended, ResponseError> {
+        self.append_under_leadership(Acks::All, move |partition, log, leader_epoch| {
+            let info = log
+                .append_marker_as_leader(
+                    producer_id,
+                    producer_epoch,
+                    marker,
+                    LeaderEpoch(leader_epoch),
+                    now_ms(),
+                )
+                .map_err(|error| {
+                    tracing::info!(partition = %partition.topic_partition, producer_id,
+                        producer_epoch, ?marker, %error, "marker refused");
+                    super::kafka_error(error.kafka_error_code())
+                })?;
+            tracing::debug!(partition = %partition.topic_partition, producer_id, producer_epoch,
+                ?marker, offset = info.first_offset.0, "marker appended");
+            Ok(Appended {
+                base_offset: info.first_offset.0,
+                log_start_offset: log.log_start_offset().0,
+                end_offset: info.last_offset.0 + 1,
+                leader_epoch,
+            })
+        })
+        .await
+    }
+}
