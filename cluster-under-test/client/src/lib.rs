@@ -23,7 +23,9 @@
 //!   [`producer::transaction`] (the transaction state machine, fatal versus abortable, pure),
 //!   [`producer::transactional`] (init/begin/commit/abort, coordinator requests) and
 //!   [`producer::sender`] (the background task).
-//! - [`consumer`]: assign, seek, poll, positions, truncation detection.
+//! - [`consumer`]: assign, seek, poll, positions, truncation detection, with
+//!   [`consumer::isolation`] (`isolation.level`: read_committed's aborted-transaction
+//!   filtering, pure).
 //! - [`admin`]: create/describe topics, describe the quorum.
 //!
 //! ```text

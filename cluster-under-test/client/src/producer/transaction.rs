@@ -507,6 +507,10 @@ impl TransactionManager {
 
     /// Applies a non-retry [`Reaction`] with its error; returns the state reached.
     pub fn on_error(&mut self, reaction: Reaction, error: Error) -> TxnState {
+        if self.state == TxnState::FatalError {
+            // The first fatal error stays the reason (later batch failures are its echoes).
+            return self.state;
+        }
         match reaction {
             Reaction::Done | Reaction::Retry { .. } => {}
             Reaction::Fatal => self.transition_to_fatal(error),

@@ -263,6 +263,9 @@ fn fenced_is_fatal_and_every_later_operation_fails_with_it() {
         assert_eq!(result, Err(error(90)));
     }
     assert!(manager.must_abort_unsent_batches());
+    // Later failures (the batches that were in flight) do not replace the reason.
+    manager.on_failed_batch(Some(48), error(48));
+    assert_eq!(manager.last_error(), Some(&error(90)));
 }
 
 #[test]
