@@ -401,6 +401,10 @@ impl Producer {
 
     /// The producer id and epoch, once the idempotent producer has one.
     pub fn producer_id(&self) -> Option<(crate::ids::ProducerId, crate::ids::ProducerEpoch)> {
+        if let Some(txn) = &self.shared.txn {
+            // The transaction manager's, which the sender adopts on its next round.
+            return txn.manager().producer();
+        }
         sender::producer_identity(&self.shared)
     }
 }

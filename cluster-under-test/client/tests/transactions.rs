@@ -21,6 +21,15 @@ const TOPIC: &str = "txn";
 
 /// A 3-node cluster with an RF-3 topic of `partitions` partitions.
 async fn cluster(dir: &std::path::Path, partitions: i32) -> (MultiNode, Admin) {
+    cluster_with(dir, partitions, &[]).await
+}
+
+/// Like [`cluster`], with topic configs.
+async fn cluster_with(
+    dir: &std::path::Path,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> (MultiNode, Admin) {
     let cluster = MultiNode::start(
         dir,
         3,
@@ -30,7 +39,11 @@ async fn cluster(dir: &std::path::Path, partitions: i32) -> (MultiNode, Admin) {
     let admin = Admin::from_properties([("bootstrap.servers", bootstrap.as_str())]).unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let topic = NewTopic::new(TOPIC, partitions, 3);
+        let topic = configs
+            .iter()
+            .fold(NewTopic::new(TOPIC, partitions, 3), |t, (k, v)| {
+                t.with_config(*k, *v)
+            });
         match admin.create_topics(&[topic]).await {
             Ok(results)
                 if matches!(
@@ -327,5 +340,57 @@ async fn a_commit_across_a_coordinator_kill_completes_on_the_next_coordinator() 
         *counts.entry(value.clone()).or_insert(0) += 1;
     }
     assert_eq!(read, values("k", 0..3), "committed once: {counts:?}");
+    producer.close().await;
+}
+
+/// A record the leader refuses (`MESSAGE_TOO_LARGE`, definite) makes the transaction
+/// abortable: its delivery fails definitely, commit is refused with an abortable error that
+/// certainly did not commit, abort succeeds and bumps the epoch (TV1, Kafka's client-side
+/// bump after an abortable error), and the next transaction commits; read_committed sees it
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_record_makes_the_transaction_abortable_and_abort_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _admin) = cluster_with(dir.path(), 1, &[("max.message.bytes", "2000")]).await;
+    let bootstrap = cluster.bootstrap();
+    let producer = producer(&bootstrap, "tx-abortable", "60000");
+    producer.init_transactions().await.unwrap();
+    let (_, epoch_before) = producer.producer_id().map_or((0, -1), |(i, e)| (i.0, e.0));
+
+    producer.begin_transaction().unwrap();
+    let small = producer
+        .send(ProducerRecord::new(TOPIC, Bytes::from_static(b"small")).with_partition(0))
+        .await
+        .unwrap();
+    let large = producer
+        .send(ProducerRecord::new(TOPIC, Bytes::from(vec![b'x'; 8000])).with_partition(0))
+        .await
+        .unwrap();
+    let refused = large.await.unwrap_err();
+    assert_eq!(refused.certainty, Certainty::Definite, "{refused}");
+    let _ = small.await;
+    let error = producer.commit_transaction().await.unwrap_err();
+    assert!(error.is_abortable(), "{error}");
+    assert_eq!(
+        error.certainty,
+        Certainty::Definite,
+        "no EndTxn(commit) was sent"
+    );
+    producer.abort_transaction().await.unwrap();
+    let (_, epoch_after) = producer.producer_id().map_or((0, -1), |(i, e)| (i.0, e.0));
+    assert!(
+        epoch_after > epoch_before,
+        "the abort bumped the epoch: {epoch_before} -> {epoch_after}"
+    );
+
+    producer.begin_transaction().unwrap();
+    let offsets = send_all(&producer, 0, &["after".to_owned()]).await;
+    producer.commit_transaction().await.unwrap();
+    let (read, _) = read(&bootstrap, "read_committed", 0, 1, offsets[0]).await;
+    assert_eq!(
+        read,
+        ["after"],
+        "the aborted transaction's records stay invisible"
+    );
     producer.close().await;
 }
