@@ -36,6 +36,11 @@ pub enum Canary {
     /// `read-above-high-watermark`: consumer fetches (replica id -1) read up to the log end
     /// instead of the high watermark. Lives in `Partition::read_for_consumer`.
     ReadAboveHighWatermark,
+    /// `read-committed-ignores-lso`: read_committed fetches read up to the high watermark
+    /// instead of the last stable offset, so records of still-open transactions (later
+    /// committed or aborted) reach read_committed consumers. Lives in
+    /// `Partition::read_for_consumer`.
+    ReadCommittedIgnoresLso,
     /// `no-zombie-fence`: InitProducerId with a transactional id does not bump the producer
     /// epoch (neither for a new producer nor when fencing an open transaction), so a zombie
     /// producer of the same transactional id keeps writing and committing. Lives in
@@ -50,11 +55,6 @@ pub enum Canary {
     /// markers, so its records stay open on their partitions. Lives in
     /// `coordinator/txn/markers.rs`.
     SkipAbortMarker,
-    /// `read-committed-ignores-lso`: read_committed fetches read up to the high watermark
-    /// instead of the last stable offset, so records of still-open transactions (later
-    /// committed or aborted) reach read_committed consumers. Lives in
-    /// `Partition::read_for_consumer`.
-    ReadCommittedIgnoresLso,
 }
 
 impl Canary {
@@ -65,10 +65,10 @@ impl Canary {
         Canary::SkipIdempotentDedupe,
         Canary::SkipFollowerTruncation,
         Canary::ReadAboveHighWatermark,
+        Canary::ReadCommittedIgnoresLso,
         Canary::NoZombieFence,
         Canary::CommitBeforeMarkers,
         Canary::SkipAbortMarker,
-        Canary::ReadCommittedIgnoresLso,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -79,10 +79,10 @@ impl Canary {
             Canary::SkipIdempotentDedupe => "skip-idempotent-dedupe",
             Canary::SkipFollowerTruncation => "skip-follower-truncation",
             Canary::ReadAboveHighWatermark => "read-above-high-watermark",
+            Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
             Canary::NoZombieFence => "no-zombie-fence",
             Canary::CommitBeforeMarkers => "commit-before-markers",
             Canary::SkipAbortMarker => "skip-abort-marker",
-            Canary::ReadCommittedIgnoresLso => "read-committed-ignores-lso",
         }
     }
 

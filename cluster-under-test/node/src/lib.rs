@@ -25,7 +25,9 @@
 //!   [`network::NodeClient`], the one client of every node-to-node request: it notices a closed
 //!   connection and reconnects; a request gets its response or an error, never silence.
 //! - [`api`]: dispatch by API key; ApiVersions, Metadata, CreateTopics, Produce, Fetch,
-//!   ListOffsets, InitProducerId, each given only the handles it needs.
+//!   ListOffsets, InitProducerId, the transaction APIs (FindCoordinator, AddPartitionsToTxn,
+//!   AddOffsetsToTxn, EndTxn, Describe/ListTransactions), each given only the handles it
+//!   needs.
 //! - [`broker`]: the node's lifecycle (open, registration wait, clean shutdown) and its
 //!   handles; [`broker::TopicCreator`]: topic creation through the active controller.
 //! - [`replica`]: [`replica::ReplicaManager`] (hosted partitions, logs, the metadata image
@@ -40,7 +42,9 @@
 //!   internal topic's partitions: it replays a partition's log into a pure
 //!   [`coordinator::CoordinatorShard`] when this node becomes its leader
 //!   (`COORDINATOR_LOAD_IN_PROGRESS` meanwhile, `NOT_COORDINATOR` elsewhere), appends a write's
-//!   records as leader and answers it once the high watermark passes them.
+//!   records as leader and answers it once the high watermark passes them. On it,
+//!   [`coordinator::txn`], the transaction coordinator (`__transaction_state`, Kafka's record
+//!   format, pure table-tested transitions, the marker sender).
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions split into
 //!   cluster (registration, fencing), replication (topics, AlterPartition) and producer-id
 //!   control, the metadata log on disk, the controller listener.

@@ -34,6 +34,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
     (ApiKey::InitProducerId, 0, 5),
+    // v0 is gone in Kafka 4 (KIP-896) and not in kafka-protocol 0.18; v1 is flexible.
+    (ApiKey::WriteTxnMarkers, 1, 1),
     // The transaction coordinator (coordinator/txn.rs).
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::AddPartitionsToTxn, 0, 5),
@@ -42,8 +44,6 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's regular-expression filter is not served.
     (ApiKey::ListTransactions, 0, 1),
-    // v0 is gone in Kafka 4 (KIP-896) and not in kafka-protocol 0.18; v1 is flexible.
-    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.

@@ -112,11 +112,56 @@ fn valid_frames() -> Vec<Bytes> {
                     ]),
             ]),
         )),
+        // The transaction coordinator's APIs (coordinator/txn.rs).
+        strip(request_frame(
+            ApiKey::FindCoordinator,
+            4,
+            7,
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![StrBytes::from_static_str("fuzz-txn")]),
+        )),
+        strip(request_frame(
+            ApiKey::InitProducerId,
+            4,
+            8,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("fuzz-txn"))))
+                .with_transaction_timeout_ms(60_000),
+        )),
+        strip(request_frame(
+            ApiKey::AddPartitionsToTxn,
+            3,
+            9,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "fuzz-txn",
+                )))
+                .with_v3_and_below_producer_id(ProducerId(0))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(topic_name("fuzz"))
+                        .with_partitions(vec![0]),
+                ]),
+        )),
+        strip(request_frame(
+            ApiKey::EndTxn,
+            4,
+            10,
+            &EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                .with_committed(true),
+        )),
     ]
 }
 
 fn broker(dir: &std::path::Path) -> Arc<Broker> {
-    let broker = Broker::open(config(dir, 0, "")).unwrap();
+    let broker = Broker::open(config(
+        dir,
+        0,
+        "transaction.state.log.num.partitions=2\ntransaction.state.log.min.isr=1",
+    ))
+    .unwrap();
     broker.create_topic("fuzz", Some(2), None, &[]).unwrap();
     Arc::new(broker)
 }

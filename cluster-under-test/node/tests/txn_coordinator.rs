@@ -2,8 +2,8 @@
 //! (requests built with `kafka-protocol` alone): `__transaction_state` created on first use
 //! with Kafka's settings, the coordinator of an id being the leader of its partition
 //! (`abs(javaHashCode(id)) % 50`), InitProducerId bumping the epoch and fencing, Kafka's error
-//! codes for bad input with nothing written, EndTxn's state surviving the coordinator's
-//! death (the next leader loads it).
+//! codes for bad input with nothing written, a transaction past its timeout aborted with an
+//! epoch bump, EndTxn's state surviving the coordinator's death (the next leader loads it).
 
 mod common;
 
@@ -62,21 +62,28 @@ fn find(via: SocketAddr, id: &str) -> i32 {
     }
 }
 
+fn init_once(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
+    exchange(
+        stream,
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(text(id))))
+            .with_transaction_timeout_ms(timeout_ms)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    )
+}
+
+/// InitProducerId at the coordinator, retried as clients do while it loads the partition it
+/// was just made leader of (`COORDINATOR_LOAD_IN_PROGRESS`, or `NOT_COORDINATOR` before it
+/// has seen the leadership) and while its first write cannot be replicated yet
+/// (`COORDINATOR_NOT_AVAILABLE`).
 fn init(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let response: InitProducerIdResponse = exchange(
-            stream,
-            ApiKey::InitProducerId,
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(TransactionalId(text(id))))
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        );
-        // Retriable while the coordinator partition loads.
-        if response.error_code != 14 || Instant::now() > deadline {
+        let response = init_once(stream, id, timeout_ms);
+        if !matches!(response.error_code, 14..=16) || Instant::now() > deadline {
             return response;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -193,7 +200,7 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     let at = |node: i32| addresses[(node - 1) as usize];
     let mut other = connect(at(coordinator % 3 + 1));
     assert_eq!(
-        init(&mut other, id, 60_000).error_code,
+        init_once(&mut other, id, 60_000).error_code,
         16,
         "NOT_COORDINATOR elsewhere"
     );
@@ -294,12 +301,53 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     // The abort of a committing transaction is refused.
     assert_eq!(end(&mut stream, id, pid, 1, false).error_code, 48);
 
+    // A transaction open past its timeout is aborted with an epoch bump, fencing its producer.
+    let expiring = "logjam-txn-expiring";
+    let mut at_its_coordinator = connect(at(find(first, expiring)));
+    let opened = init(&mut at_its_coordinator, expiring, 1_000);
+    assert_eq!(opened.error_code, 0, "{opened:?}");
+    let (expiring_pid, expiring_epoch) = (opened.producer_id.0, opened.producer_epoch);
+    assert_eq!(
+        add(
+            &mut at_its_coordinator,
+            3,
+            expiring,
+            expiring_pid,
+            expiring_epoch
+        ),
+        0
+    );
+    wait_until(
+        "the expired transaction is aborted",
+        Duration::from_secs(30),
+        || {
+            let (code, state, producer, epoch) = describe(&mut at_its_coordinator, expiring);
+            code == 0
+                && (state == "PrepareAbort" || state == "CompleteAbort")
+                && (producer, epoch) == (expiring_pid, expiring_epoch + 1)
+        },
+    );
+    assert_eq!(
+        end(
+            &mut at_its_coordinator,
+            expiring,
+            expiring_pid,
+            expiring_epoch,
+            true
+        )
+        .error_code,
+        90,
+        "the expired producer is fenced"
+    );
+
     // The coordinator dies: the next leader of the partition loads the id's state.
     cluster.nodes[(coordinator - 1) as usize].kill();
     let survivor = cluster.nodes[(coordinator % 3) as usize].address;
-    let mut next = None;
+    // The new leader serves its committed state: the PrepareCommit record was replicated to
+    // the ISR before EndTxn answered, so it is there once the new high watermark covers it.
+    let mut last = None;
     wait_until(
-        "a new coordinator serves the id",
+        "a new coordinator serves the committed EndTxn",
         Duration::from_secs(60),
         || {
             let Some(metadata) = common::metadata(survivor) else {
@@ -316,17 +364,13 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
                 return false;
             };
             let mut stream = connect(at(leader));
-            let (code, state, producer, epoch) = describe(&mut stream, id);
-            if code == 0 {
-                next = Some((state, producer, epoch));
-            }
-            code == 0
+            let described = describe(&mut stream, id);
+            let done = described.0 == 0
+                && (described.1 == "PrepareCommit" || described.1 == "CompleteCommit");
+            last = Some(described);
+            done
         },
     );
-    let (state, producer, epoch) = next.unwrap();
-    assert!(
-        state == "PrepareCommit" || state == "CompleteCommit",
-        "loaded state {state}"
-    );
+    let (_, _, producer, epoch) = last.unwrap();
     assert_eq!((producer, epoch), (pid, 1));
 }

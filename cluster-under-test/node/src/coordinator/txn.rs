@@ -66,7 +66,7 @@ pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
 /// failure `NOT_COORDINATOR`, a record too large `UNKNOWN_SERVER_ERROR`. The decisions' own
 /// errors pass through.
 pub fn append_error(error: ResponseError) -> ResponseError {
-    match error {
+    let mapped = match error {
         ResponseError::UnknownTopicOrPartition
         | ResponseError::NotEnoughReplicas
         | ResponseError::NotEnoughReplicasAfterAppend
@@ -78,7 +78,11 @@ pub fn append_error(error: ResponseError) -> ResponseError {
             ResponseError::UnknownServerError
         }
         other => other,
+    };
+    if mapped != error {
+        tracing::info!(?error, answered = ?mapped, "a transaction state write failed");
     }
+    mapped
 }
 
 /// The node settings of the coordinator.

@@ -39,6 +39,35 @@ def produce_all(p, topic, tag, count, acked):
     p.flush(30)
 
 
+def read_committed(bootstrap, topic, partitions=2):
+    """Every record a read_committed consumer sees on the topic, as keys, in offset order."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"{topic}-reader",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    keys, eof = [], set()
+    import time
+    deadline = time.time() + 60
+    while len(eof) < partitions and time.time() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                eof.add(msg.partition())
+                continue
+            raise RuntimeError(str(msg.error()))
+        keys.append(msg.key().decode())
+    consumer.close()
+    return sorted(keys), len(eof) == partitions
+
+
 def commit_abort(bootstrap, topic):
     p = producer(bootstrap, f"{topic}-txn")
     p.init_transactions(60)
@@ -50,8 +79,10 @@ def commit_abort(bootstrap, topic):
             p.commit_transaction(60)
         else:
             p.abort_transaction(60)
-    ok = len(acked) == 30
-    return ok, {"acked": len(acked), "offsets": acked}
+    keys, complete = read_committed(bootstrap, topic)
+    expected = sorted(f"{tag}-{i}" for tag in ("c1", "c2") for i in range(10))
+    ok = len(acked) == 30 and complete and keys == expected
+    return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
 
 
 def zombie(bootstrap, topic):
@@ -74,14 +105,51 @@ def zombie(bootstrap, topic):
         error = e.args[0]
         seen = {"code": error.name(), "fatal": error.fatal()}
     fenced = isinstance(seen, dict) and seen["fatal"] and seen["code"] in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
-    b.begin_transaction()
-    produce_all(b, topic, "b", 5, acked)
-    b.commit_transaction(60)
-    return fenced, {"zombie_commit": seen}
+    try:
+        b.begin_transaction()
+        produce_all(b, topic, "b", 5, acked)
+        b.commit_transaction(60)
+        b_outcome = "committed"
+    except KafkaException as e:
+        b_outcome = e.args[0].name()
+    keys, complete = read_committed(bootstrap, topic)
+    ok = fenced and b_outcome == "committed" and complete and keys == sorted(f"b-{i}" for i in range(5))
+    return ok, {"zombie_commit": seen, "new_producer": b_outcome, "read_committed": keys,
+                "read_to_end": complete}
+
+
+def commit_paused(bootstrap, topic, partition, txn_id):
+    """Produces 5 records in a transaction to one partition, then waits for a line on stdin
+    (the test crashes that partition's leader), commits, waits for another line (the test
+    restarted the leader) and reads the partition back read_committed."""
+    from confluent_kafka import TopicPartition  # noqa: F401
+
+    p = producer(bootstrap, txn_id)
+    p.init_transactions(60)
+    p.begin_transaction()
+    acked = []
+    for i in range(5):
+        p.produce(topic, key=f"p-{i}".encode(), value=b"v", partition=partition,
+                  on_delivery=lambda err, msg: err is None and acked.append(msg.offset()))
+    p.flush(30)
+    print("READY", flush=True)
+    sys.stdin.readline()
+    p.commit_transaction(60)
+    print("COMMITTED", flush=True)
+    sys.stdin.readline()
+    keys, complete = read_committed(bootstrap, topic, partitions=partition + 1)
+    keys = [k for k in keys if k.startswith("p-")]
+    ok = len(acked) == 5 and complete and keys == [f"p-{i}" for i in range(5)]
+    return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
 
 
 def main():
     bootstrap, topic, mode = sys.argv[1:4]
+    if mode == "commit-paused":
+        ok, seen = commit_paused(bootstrap, topic, int(sys.argv[4]), sys.argv[5])
+        seen["ok"] = ok
+        print(json.dumps(seen))
+        sys.exit(0 if ok else 1)
     ok, seen = {"commit-abort": commit_abort, "zombie": zombie}[mode](bootstrap, topic)
     seen["ok"] = ok
     print(json.dumps(seen))

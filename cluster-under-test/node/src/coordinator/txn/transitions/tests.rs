@@ -208,12 +208,13 @@ fn init_producer_id_fences_an_open_transaction_and_aborts_it() {
 fn add_partitions_table() {
     use TxnState::*;
     let new = parts(&[("t", 1)]);
-    let table: Vec<(
+    type Row = (
         Option<TransactionMetadata>,
         i64,
         i16,
         Result<Option<TxnState>, E>,
-    )> = vec![
+    );
+    let table: Vec<Row> = vec![
         (None, 7, 3, Err(E::InvalidProducerIdMapping)),
         (Some(meta(Empty, 3)), 8, 3, Err(E::InvalidProducerIdMapping)),
         (Some(meta(Empty, 3)), 7, 2, Err(E::ProducerFenced)),
