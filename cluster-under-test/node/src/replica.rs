@@ -1,7 +1,8 @@
 //! The replica layer (Kafka's `ReplicaManager` and `Partition`): the partitions this broker
 //! hosts and their logs ([`manager`]), each partition as leader or follower ([`partition`]),
 //! the pure high-watermark and ISR decisions ([`replication`]), the follower fetchers
-//! ([`fetcher`]) and the AlterPartition sender ([`alter_partition`]).
+//! ([`fetcher`]), the AlterPartition sender ([`alter_partition`]) and the KIP-890 check of
+//! transactional produces with their coordinator ([`txn_verify`]).
 
 pub mod alter_partition;
 pub mod fetcher;
@@ -9,6 +10,7 @@ pub mod invariants;
 pub mod manager;
 pub mod partition;
 pub mod replication;
+pub mod txn_verify;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

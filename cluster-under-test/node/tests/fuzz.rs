@@ -17,6 +17,9 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
@@ -151,6 +154,23 @@ fn valid_frames() -> Vec<Bytes> {
             &EndTxnRequest::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
                 .with_committed(true),
+        )),
+        strip(request_frame(
+            ApiKey::WriteTxnMarkers,
+            1,
+            11,
+            &WriteTxnMarkersRequest::default().with_markers(vec![
+                WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(77))
+                    .with_producer_epoch(0)
+                    .with_transaction_result(false)
+                    .with_coordinator_epoch(0)
+                    .with_topics(vec![
+                        WritableTxnMarkerTopic::default()
+                            .with_name(topic_name("fuzz"))
+                            .with_partition_indexes(vec![0, 1]),
+                    ]),
+            ]),
         )),
     ]
 }
@@ -315,7 +335,7 @@ proptest! {
     /// Mutated valid requests of every API: never a panic, and the node keeps serving.
     #[test]
     fn mutated_valid_requests_never_break_the_node(
-        which in 0usize..6,
+        which in 0usize..7,
         mutations in proptest::collection::vec(mutation(), 1..4),
     ) {
         let (_, broker, runtime) = shared();

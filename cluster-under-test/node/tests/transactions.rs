@@ -393,3 +393,95 @@ fn canary_read_committed_ignores_lso_serves_open_transactions() {
     let offsets: Vec<i64> = fetched.records.iter().map(|record| record.0).collect();
     assert_eq!(offsets, vec![0, 1, 2], "{fetched:?}");
 }
+
+/// A control batch as a client could forge it: one control record with `key` and `value`.
+fn control_batch(pid: i64, key: &[u8], value: &[u8]) -> Bytes {
+    let record = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: pid,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::copy_from_slice(key)),
+        value: Some(Bytes::copy_from_slice(value)),
+        headers: IndexMap::new(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
+    buf.freeze()
+}
+
+/// Goal: bad transactional input gets Kafka's codes, writes nothing, and the node keeps
+/// serving. Method: one node; control batches from a client (a well-formed COMMIT marker and
+/// a malformed one) are `INVALID_RECORD`; markers for an unknown partition of a known topic
+/// are `UNKNOWN_TOPIC_OR_PARTITION`, with a stale coordinator epoch
+/// `TRANSACTION_COORDINATOR_FENCED`; the log end never moves, and a valid produce follows.
+#[test]
+fn bad_transactional_input_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), "");
+    create_topic(node.address, TOPIC, 1, 1, &[]);
+    wait_until("a leader", Duration::from_secs(20), || {
+        partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
+    });
+    let pid = init_producer_id(node.address);
+    assert_eq!(
+        produce_records(node.address, TOPIC, txn_batch(pid, 0, 0, 1), -1, 10_000),
+        Ok(0)
+    );
+    assert_eq!(write_marker(node.address, TOPIC, pid, 0, true, 3), 0);
+    let end = fetch(node.address, 0).high_watermark;
+    assert_eq!(end, 2);
+
+    let forged_commit = control_batch(pid, &[0, 0, 0, 1], &[0, 0, 0, 0, 0, 9]);
+    let garbage = control_batch(pid, &[0xff], &[]);
+    for (what, batch) in [
+        ("forged marker", forged_commit),
+        ("garbage control", garbage),
+    ] {
+        assert_eq!(
+            produce_records(node.address, TOPIC, batch, -1, 10_000),
+            Err(87),
+            "{what}"
+        );
+    }
+    let request = WriteTxnMarkersRequest::default().with_markers(vec![
+        WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(0)
+            .with_transaction_result(false)
+            .with_coordinator_epoch(3)
+            .with_topics(vec![
+                WritableTxnMarkerTopic::default()
+                    .with_name(topic_name(TOPIC))
+                    .with_partition_indexes(vec![7]),
+            ]),
+    ]);
+    let response: WriteTxnMarkersResponse = exchange(
+        &mut connect(node.address),
+        ApiKey::WriteTxnMarkers,
+        1,
+        &request,
+    );
+    assert_eq!(response.markers[0].topics[0].partitions[0].error_code, 3);
+    assert_eq!(write_marker(node.address, TOPIC, pid, 0, false, 2), 52);
+    assert_eq!(
+        fetch(node.address, 0).high_watermark,
+        end,
+        "nothing written"
+    );
+    let plain = common::batch(&[b"still serving"]);
+    assert_eq!(
+        produce_records(node.address, TOPIC, plain, -1, 10_000),
+        Ok(end)
+    );
+}

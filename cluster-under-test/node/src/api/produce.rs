@@ -13,6 +13,10 @@
 //! advance and metadata change), and are answered `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the
 //! ISR shrank below the minimum, `NOT_LEADER_OR_FOLLOWER` when leadership moved, or
 //! `REQUEST_TIMED_OUT` at the deadline.
+//!
+//! A transactional batch that would open its producer's transaction on a partition is first
+//! verified with the transaction coordinator when the request carries a transactional id
+//! (KIP-890 part 1, `replica/txn_verify.rs`); a refusal appends nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +28,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use crate::api::Reply;
 use crate::canary::Canary;
 use crate::replica::replication::AcksOutcome;
+use crate::replica::txn_verify::Verification;
 use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
 /// Appends every partition's records and answers once all are settled.
@@ -54,10 +59,18 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                     None => Err(replicas.missing_partition_error(&topic.name, data.index)),
                     Some(partition) => match data.records {
                         None => Err(ResponseError::CorruptMessage),
-                        Some(records) => Arc::clone(&partition)
-                            .append(records, acks)
-                            .await
-                            .map(|appended| (partition, appended)),
+                        Some(records) => {
+                            let tid = &request.transactional_id;
+                            match verify(replicas, tid, &topic.name, &partition, &records, version)
+                                .await
+                            {
+                                Err(error) => Err(error),
+                                Ok(()) => Arc::clone(&partition)
+                                    .append(records, acks)
+                                    .await
+                                    .map(|appended| (partition, appended)),
+                            }
+                        }
                     },
                 },
             };
@@ -154,6 +167,41 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
     Reply::Respond(Box::new(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     )))
+}
+
+/// KIP-890 part 1: when `records` would open a transaction on `partition` and the request
+/// names its transactional id, the coordinator must confirm (or, under TV2, add) the
+/// partition first.
+async fn verify(
+    replicas: &ReplicaManager,
+    transactional_id: &Option<kafka_protocol::messages::TransactionalId>,
+    topic: &str,
+    partition: &Partition,
+    records: &[u8],
+    version: i16,
+) -> Result<(), ResponseError> {
+    let Some(transactional_id) = transactional_id else {
+        return Ok(());
+    };
+    let Some((producer_id, producer_epoch)) = partition.opens_transaction(records) else {
+        return Ok(());
+    };
+    let check = Verification {
+        transactional_id: transactional_id.0.as_str(),
+        producer_id,
+        producer_epoch,
+        topic,
+        partition: partition.topic_partition.partition,
+        produce_version: version,
+    };
+    let verified = replicas
+        .txn_verifier()
+        .verify(&replicas.image(), &check)
+        .await;
+    if let Err(error) = verified {
+        tracing::debug!(?check, ?error, "transactional produce not verified");
+    }
+    verified
 }
 
 /// One partition of a produce request on its way to an answer.

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::metadata::{BrokerId, MetadataImage, PartitionState, TopicImage};
 use crate::replica::now_ms;
 use crate::replica::partition::{IsrChange, Partition};
+use crate::replica::txn_verify::TxnVerifier;
 use crate::topics::{CreateTopicError, TopicInfo};
 
 /// The queue of ISR changes from partitions to the replication task.
@@ -38,6 +39,8 @@ pub struct ReplicaManager {
     isr_changes: tokio::sync::mpsc::UnboundedSender<(Arc<Partition>, IsrChange)>,
     /// The receiving end, until the replication task takes it.
     isr_change_receiver: Mutex<Option<IsrChangeReceiver>>,
+    /// Transactional produces' check with their coordinator (KIP-890 part 1).
+    txn_verifier: TxnVerifier,
 }
 
 impl ReplicaManager {
@@ -50,6 +53,10 @@ impl ReplicaManager {
         let (appends, _) = watch::channel(0);
         let (isr_changes, isr_change_receiver) = tokio::sync::mpsc::unbounded_channel();
         ReplicaManager {
+            txn_verifier: TxnVerifier::new(
+                config.transaction_version,
+                config.socket_request_max_bytes,
+            ),
             config,
             logs,
             image,
@@ -59,6 +66,11 @@ impl ReplicaManager {
             isr_changes,
             isr_change_receiver: Mutex::new(Some(isr_change_receiver)),
         }
+    }
+
+    /// The check of transactional produces with their coordinator.
+    pub fn txn_verifier(&self) -> &TxnVerifier {
+        &self.txn_verifier
     }
 
     /// The node's configuration.

@@ -406,6 +406,11 @@ fn idempotent_batch(records: &[u8]) -> Result<Option<ProducerBatch>, ResponseErr
             Err(_) => return Ok(None),
         }
     }
+    // A client's control batch is refused by the storage (`INVALID_RECORD`) before any
+    // producer-state check, as Kafka's validation comes first.
+    if headers.iter().any(|header| header.is_control()) {
+        return Ok(None);
+    }
     let producer_batches: Vec<_> = headers
         .iter()
         .filter_map(ProducerBatch::from_header)

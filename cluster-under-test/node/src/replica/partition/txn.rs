@@ -1,12 +1,13 @@
 //! The partition as leader of a transaction's records: appending a COMMIT or ABORT marker for
 //! the transaction coordinator (WriteTxnMarkers), checked against the producer state in the log
 //! (an older producer epoch is `INVALID_PRODUCER_EPOCH`, an older coordinator epoch
-//! `TRANSACTION_COORDINATOR_FENCED`; nothing is written then).
+//! `TRANSACTION_COORDINATOR_FENCED`; nothing is written then), and telling the produce path
+//! when a transactional batch opens a transaction here (KIP-890's verification point).
 
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
-use logjam_storage::{EndTxnMarker, LeaderEpoch};
+use logjam_storage::{EndTxnMarker, LeaderEpoch, ProducerId};
 
 use crate::replica::now_ms;
 
@@ -49,5 +50,23 @@ impl Partition {
             })
         })
         .await
+    }
+
+    /// The producer id and epoch of `records` when its first batch is transactional and
+    /// would open a transaction on this partition (no open one for that producer): the
+    /// produce path then verifies it with the coordinator first (Kafka's
+    /// `hasOngoingTransaction`). `None` for anything else, malformed records included (the
+    /// append gives the precise error).
+    pub fn opens_transaction(&self, records: &[u8]) -> Option<(i64, i16)> {
+        let (_, header) = logjam_storage::batch::batches(records).next()?.ok()?;
+        if !header.is_transactional() || header.is_control() || header.producer_id < 0 {
+            return None;
+        }
+        let log = self.lock();
+        let open = log
+            .producer_state()
+            .entry(ProducerId(header.producer_id))
+            .is_some_and(|entry| entry.current_txn_first_offset.is_some());
+        (!open).then_some((header.producer_id, header.producer_epoch))
     }
 }
