@@ -12,6 +12,29 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::MultiNode;
+
+/// Runs each scenario under transactions V1 and V2 (the node's `transaction.version`, which
+/// the client reads from ApiVersions' finalized features).
+macro_rules! both_versions {
+    ($($scenario:ident),* $(,)?) => {
+        mod tv1 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(1).await;
+                }
+            )*
+        }
+        mod tv2 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(2).await;
+                }
+            )*
+        }
+    };
+}
 use logjam_client::{
     Admin, Certainty, Consumer, NewTopic, Producer, ProducerRecord, SeekTo, TopicPartition,
     TxnState,
@@ -19,21 +42,23 @@ use logjam_client::{
 
 const TOPIC: &str = "txn";
 
-/// A 3-node cluster with an RF-3 topic of `partitions` partitions.
-async fn cluster(dir: &std::path::Path, partitions: i32) -> (MultiNode, Admin) {
-    cluster_with(dir, partitions, &[]).await
+/// A 3-node cluster at `transaction.version` `tv` with an RF-3 topic of `partitions`
+/// partitions.
+async fn cluster(dir: &std::path::Path, tv: i16, partitions: i32) -> (MultiNode, Admin) {
+    cluster_with(dir, tv, partitions, &[]).await
 }
 
 /// Like [`cluster`], with topic configs.
 async fn cluster_with(
     dir: &std::path::Path,
+    tv: i16,
     partitions: i32,
     configs: &[(&str, &str)],
 ) -> (MultiNode, Admin) {
     let cluster = MultiNode::start(
         dir,
         3,
-        "default.replication.factor=3\nmin.insync.replicas=2",
+        &format!("default.replication.factor=3\nmin.insync.replicas=2\ntransaction.version={tv}"),
     );
     let bootstrap = cluster.bootstrap();
     let admin = Admin::from_properties([("bootstrap.servers", bootstrap.as_str())]).unwrap();
@@ -161,13 +186,14 @@ async fn partition_not_led_by(admin: &Admin, node: i32) -> i32 {
 
 /// Committed records are read once by read_committed, aborted ones never (it read past
 /// them), and read_uncommitted reads both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_committed_sees_committed_once_and_aborted_never() {
+async fn read_committed_sees_committed_once_and_aborted_never(tv: i16) {
     let dir = tempfile::tempdir().unwrap();
-    let (cluster, _admin) = cluster(dir.path(), 1).await;
+    let (cluster, _admin) = cluster(dir.path(), tv, 1).await;
     let bootstrap = cluster.bootstrap();
     let producer = producer(&bootstrap, "tx-read", "60000");
     producer.init_transactions().await.unwrap();
+    let epoch = |p: &Producer| p.producer_id().expect("initialised").1.0;
+    let epoch_before = epoch(&producer);
     let (first, aborted, last) = (values("c", 0..5), values("a", 0..5), values("c", 5..10));
     producer.begin_transaction().unwrap();
     send_all(&producer, 0, &first).await;
@@ -178,6 +204,13 @@ async fn read_committed_sees_committed_once_and_aborted_never() {
     producer.begin_transaction().unwrap();
     let last_offsets = send_all(&producer, 0, &last).await;
     producer.commit_transaction().await.unwrap();
+    // TV2 bumps the epoch at every EndTxn (EndTxn v5 answers with it); TV1 keeps it.
+    let bumps = if tv >= 2 { 3 } else { 0 };
+    assert_eq!(
+        epoch(&producer),
+        epoch_before + bumps,
+        "transaction.version {tv}"
+    );
     let last_aborted = *aborted_offsets.iter().max().unwrap();
     let last_committed = *last_offsets.iter().max().unwrap();
     assert!(last_committed > last_aborted);
@@ -203,11 +236,11 @@ async fn read_committed_sees_committed_once_and_aborted_never() {
 }
 
 /// Two producers with one transactional id: the second's InitProducerId bumps the epoch, and
-/// the first (the zombie) is fenced with a fatal error; its record never becomes readable.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_zombie_producer_is_fenced_with_a_fatal_error() {
+/// the first (the zombie) is fenced with a fatal error (under TV2 after the abortable produce
+/// error Kafka's client sees first); its record never becomes readable.
+async fn a_zombie_producer_is_fenced_with_a_fatal_error(tv: i16) {
     let dir = tempfile::tempdir().unwrap();
-    let (cluster, _admin) = cluster(dir.path(), 1).await;
+    let (cluster, _admin) = cluster(dir.path(), tv, 1).await;
     let bootstrap = cluster.bootstrap();
     let zombie = producer(&bootstrap, "tx-zombie", "30000");
     zombie.init_transactions().await.unwrap();
@@ -219,7 +252,18 @@ async fn a_zombie_producer_is_fenced_with_a_fatal_error() {
         .send(ProducerRecord::new(TOPIC, Bytes::from_static(b"zombie")).with_partition(0))
         .await
         .unwrap();
-    let error = zombie.commit_transaction().await.unwrap_err();
+    let mut error = zombie.commit_transaction().await.unwrap_err();
+    if tv >= 2 {
+        // TV2 has no AddPartitionsToTxn: the old epoch is met first on the produce path, where
+        // the leader answers INVALID_PRODUCER_EPOCH, abortable for Kafka's client (KIP-588);
+        // the abort that follows is fenced by the coordinator.
+        assert!(error.is_abortable(), "{error}");
+        assert!(
+            matches!(error.error, logjam_client::Error::Broker { code: 47, .. }),
+            "{error}"
+        );
+        error = zombie.abort_transaction().await.unwrap_err();
+    }
     assert!(error.is_fatal(), "fenced is fatal: {error}");
     assert_eq!(error.state, TxnState::FatalError);
     assert_eq!(
@@ -227,12 +271,17 @@ async fn a_zombie_producer_is_fenced_with_a_fatal_error() {
         Certainty::Definite,
         "no EndTxn was sent: certainly not committed"
     );
+    // TV1: AddPartitionsToTxn is answered PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH from an
+    // older coordinator). TV2: the zombie's EndTxn(abort) v5 with the old epoch; this node's
+    // coordinator answers INVALID_TXN_STATE there (Kafka checks the epoch first and says
+    // PRODUCER_FENCED); fatal for the client either way.
+    let expected: &[i16] = if tv >= 2 { &[90, 47, 48] } else { &[90, 47] };
     assert!(
         matches!(
             error.error,
-            logjam_client::Error::Broker { code: 90 | 47, .. }
+            logjam_client::Error::Broker { code, .. } if expected.contains(&code)
         ),
-        "PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH from the coordinator): {error}"
+        "fenced: {error}"
     );
     let delivery = future.await.unwrap_err();
     assert_eq!(delivery.certainty, Certainty::Definite, "{delivery}");
@@ -260,10 +309,9 @@ fn signal(node: &common::NodeProcess, name: &str) {
 /// A commit whose EndTxn gets no answer (the coordinator is paused) fails as indefinite and
 /// leaves the transaction committing; called again after the coordinator resumes, it
 /// completes, and the records are read once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_that_times_out_is_indefinite_and_resumes() {
+async fn a_commit_that_times_out_is_indefinite_and_resumes(tv: i16) {
     let dir = tempfile::tempdir().unwrap();
-    let (cluster, admin) = cluster(dir.path(), 3).await;
+    let (cluster, admin) = cluster(dir.path(), tv, 3).await;
     let bootstrap = cluster.bootstrap();
     let producer = producer(&bootstrap, "tx-pause", "3000");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -308,10 +356,9 @@ async fn a_commit_that_times_out_is_indefinite_and_resumes() {
 /// The coordinator dies after the records were written and before EndTxn: the commit finds
 /// the next coordinator (which loaded the transaction from `__transaction_state`) and
 /// completes; answered, it is definite, and the records are read once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_across_a_coordinator_kill_completes_on_the_next_coordinator() {
+async fn a_commit_across_a_coordinator_kill_completes_on_the_next_coordinator(tv: i16) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut cluster, admin) = cluster(dir.path(), 3).await;
+    let (mut cluster, admin) = cluster(dir.path(), tv, 3).await;
     let bootstrap = cluster.bootstrap();
     let producer = producer(&bootstrap, "tx-kill", "60000");
     producer.init_transactions().await.unwrap();
@@ -348,10 +395,9 @@ async fn a_commit_across_a_coordinator_kill_completes_on_the_next_coordinator() 
 /// certainly did not commit, abort succeeds and bumps the epoch (TV1, Kafka's client-side
 /// bump after an abortable error), and the next transaction commits; read_committed sees it
 /// alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_record_makes_the_transaction_abortable_and_abort_recovers() {
+async fn a_refused_record_makes_the_transaction_abortable_and_abort_recovers(tv: i16) {
     let dir = tempfile::tempdir().unwrap();
-    let (cluster, _admin) = cluster_with(dir.path(), 1, &[("max.message.bytes", "2000")]).await;
+    let (cluster, _admin) = cluster_with(dir.path(), tv, 1, &[("max.message.bytes", "2000")]).await;
     let bootstrap = cluster.bootstrap();
     let producer = producer(&bootstrap, "tx-abortable", "60000");
     producer.init_transactions().await.unwrap();
@@ -394,3 +440,11 @@ async fn a_refused_record_makes_the_transaction_abortable_and_abort_recovers() {
     );
     producer.close().await;
 }
+
+both_versions!(
+    read_committed_sees_committed_once_and_aborted_never,
+    a_zombie_producer_is_fenced_with_a_fatal_error,
+    a_commit_that_times_out_is_indefinite_and_resumes,
+    a_commit_across_a_coordinator_kill_completes_on_the_next_coordinator,
+    a_refused_record_makes_the_transaction_abortable_and_abort_recovers,
+);

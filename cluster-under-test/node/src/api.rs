@@ -52,7 +52,11 @@ pub async fn dispatch(
 ) -> Reply {
     Reply::Respond(Box::new(match request {
         RequestKind::ApiVersions(request) => {
-            ResponseKind::ApiVersions(api_versions::handle(&request, version))
+            ResponseKind::ApiVersions(api_versions::handle(
+                &request,
+                version,
+                broker.config().transaction_version,
+            ))
         }
         RequestKind::Metadata(request) => {
             let cluster = metadata::Cluster {
