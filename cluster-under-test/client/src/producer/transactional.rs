@@ -497,3 +497,56 @@ fn txn_offset_commit_request(
                 .collect(),
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// KIP-447: the TxnOffsetCommit carries the group's generation, member and instance ids
+    /// with the producer's id and epoch, offsets grouped by topic.
+    #[test]
+    fn txn_offset_commit_carries_the_group_metadata() {
+        let txn = TxnContext::new("tx".to_owned());
+        let group = ConsumerGroupMetadata {
+            group_id: "g".to_owned(),
+            generation_id: 7,
+            member_id: "m-1".to_owned(),
+            group_instance_id: Some("i-1".to_owned()),
+        };
+        let offsets = BTreeMap::from([
+            (TopicPartition::new("a", 0), Offset(10)),
+            (TopicPartition::new("a", 1), Offset(11)),
+            (TopicPartition::new("b", 0), Offset(12)),
+        ]);
+        let request =
+            txn_offset_commit_request(&txn, (ProducerId(5), ProducerEpoch(3)), &group, &offsets);
+        assert_eq!(request.transactional_id.0.as_str(), "tx");
+        assert_eq!(request.group_id.0.as_str(), "g");
+        assert_eq!((request.producer_id.0, request.producer_epoch), (5, 3));
+        assert_eq!(request.generation_id, 7);
+        assert_eq!(request.member_id.as_str(), "m-1");
+        assert_eq!(request.group_instance_id.as_deref(), Some("i-1"));
+        let committed: Vec<(String, i32, i64)> = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+            })
+            .collect();
+        assert_eq!(
+            committed,
+            [
+                ("a".into(), 0, 10),
+                ("a".into(), 1, 11),
+                ("b".into(), 0, 12)
+            ]
+        );
+        let standalone = ConsumerGroupMetadata::new("g");
+        assert_eq!(
+            (standalone.generation_id, standalone.member_id.as_str()),
+            (-1, "")
+        );
+    }
+}
