@@ -145,6 +145,12 @@ pub struct ProducerConfig {
     pub partitioner_ignore_keys: bool,
     /// `metadata.max.age.ms`, default 5 min.
     pub metadata_max_age: Duration,
+    /// `transactional.id`, default none: set, the producer is transactional (and needs
+    /// idempotence).
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`, default 60 s: sent with InitProducerId; the coordinator aborts
+    /// a transaction open longer than this.
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -168,6 +174,8 @@ impl Default for ProducerConfig {
             idempotence_explicit: false,
             partitioner_ignore_keys: false,
             metadata_max_age: Duration::from_millis(300_000),
+            transactional_id: None,
+            transaction_timeout: Duration::from_millis(60_000),
         }
     }
 }
@@ -275,6 +283,18 @@ impl ProducerConfig {
                     config.partitioner_ignore_keys = parse_bool(key, value)?
                 }
                 "metadata.max.age.ms" => config.metadata_max_age = parse_ms(key, value)?,
+                "transactional.id" => {
+                    if value.is_empty() {
+                        return Err(invalid(key, value, "a non-empty transactional id"));
+                    }
+                    config.transactional_id = Some(value.to_owned());
+                }
+                "transaction.timeout.ms" => {
+                    config.transaction_timeout = parse_ms(key, value)?;
+                    if config.transaction_timeout.as_millis() > i32::MAX as u128 {
+                        return Err(invalid(key, value, "at most 2147483647"));
+                    }
+                }
                 "compression.type" => {
                     if value.trim() != "none" {
                         return Err(ConfigError::Unsupported {
@@ -297,6 +317,14 @@ impl ProducerConfig {
             });
         }
         config.apply_idempotence_rules(explicit_acks, explicit_retries, explicit_in_flight)?;
+        if config.transactional_id.is_some() && !config.enable_idempotence {
+            // Kafka: "Cannot set a transactional.id without also enabling idempotence."
+            return Err(ConfigError::Conflict {
+                key: "transactional.id",
+                reason: "a transactional producer needs idempotence (acks=all, retries > 0, \
+                         max.in.flight.requests.per.connection <= 5, enable.idempotence not false)",
+            });
+        }
         let floor = config.linger + config.request_timeout;
         if config.delivery_timeout < floor {
             if explicit_delivery_timeout {
@@ -388,6 +416,8 @@ pub struct ConsumerConfig {
     pub request_timeout: Duration,
     /// `retry.backoff.ms`, default 100.
     pub retry_backoff: Duration,
+    /// `isolation.level`, default read_uncommitted.
+    pub isolation_level: crate::consumer::isolation::IsolationLevel,
 }
 
 impl Default for ConsumerConfig {
@@ -403,6 +433,7 @@ impl Default for ConsumerConfig {
             max_poll_records: 500,
             request_timeout: Duration::from_millis(30_000),
             retry_backoff: Duration::from_millis(100),
+            isolation_level: crate::consumer::isolation::IsolationLevel::ReadUncommitted,
         }
     }
 }
@@ -420,9 +451,7 @@ impl ConsumerConfig {
     /// Parses `key=value` properties over the defaults.
     ///
     /// # Errors
-    /// Unknown keys, bad values, a missing `bootstrap.servers`, and `isolation.level=
-    /// read_committed` (it arrives with transactions: without aborted-transaction filtering it
-    /// would silently be read_uncommitted).
+    /// Unknown keys, bad values, a missing `bootstrap.servers`.
     pub fn from_properties<'a>(
         properties: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ConsumerConfig> {
@@ -439,17 +468,12 @@ impl ConsumerConfig {
                         _ => return Err(invalid(key, value, "earliest, latest or none")),
                     }
                 }
-                "isolation.level" => match value.trim() {
-                    "read_uncommitted" => {}
-                    "read_committed" => {
-                        return Err(ConfigError::Unsupported {
-                            key: "isolation.level",
-                            value: value.to_owned(),
-                            reason: "read_committed arrives with transactions",
-                        });
-                    }
-                    _ => return Err(invalid(key, value, "read_uncommitted or read_committed")),
-                },
+                "isolation.level" => {
+                    config.isolation_level = crate::consumer::isolation::IsolationLevel::parse(
+                        value,
+                    )
+                    .ok_or_else(|| invalid(key, value, "read_uncommitted or read_committed"))?
+                }
                 "fetch.max.wait.ms" => config.fetch_max_wait = parse_ms(key, value)?,
                 "fetch.min.bytes" => config.fetch_min_bytes = parse_i32(key, value)?,
                 "fetch.max.bytes" => config.fetch_max_bytes = parse_i32(key, value)?,
@@ -623,6 +647,40 @@ mod tests {
     }
 
     #[test]
+    fn transactional_id_needs_idempotence() {
+        let config = ProducerConfig::from_properties([
+            BOOT,
+            ("transactional.id", "tx-1"),
+            ("transaction.timeout.ms", "10000"),
+        ])
+        .unwrap();
+        assert_eq!(config.transactional_id.as_deref(), Some("tx-1"));
+        assert_eq!(config.transaction_timeout, Duration::from_secs(10));
+        assert_eq!(
+            ProducerConfig::from_properties([BOOT])
+                .unwrap()
+                .transaction_timeout,
+            Duration::from_secs(60)
+        );
+        for conflict in [("enable.idempotence", "false"), ("acks", "1")] {
+            let error =
+                ProducerConfig::from_properties([BOOT, ("transactional.id", "tx-1"), conflict])
+                    .unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    ConfigError::Conflict {
+                        key: "transactional.id",
+                        ..
+                    }
+                ),
+                "{conflict:?}: {error}"
+            );
+        }
+        assert!(ProducerConfig::from_properties([BOOT, ("transactional.id", "")]).is_err());
+    }
+
+    #[test]
     fn acks_spellings() {
         assert_eq!(Acks::parse("all"), Some(Acks::All));
         assert_eq!(Acks::parse("-1"), Some(Acks::All));
@@ -633,16 +691,20 @@ mod tests {
     }
 
     #[test]
-    fn read_committed_is_refused_until_transactions_exist() {
-        let error = ConsumerConfig::from_properties([BOOT, ("isolation.level", "read_committed")])
-            .unwrap_err();
-        assert!(matches!(
-            error,
-            ConfigError::Unsupported {
-                key: "isolation.level",
-                ..
-            }
-        ));
+    fn isolation_level_defaults_to_read_uncommitted() {
+        use crate::consumer::isolation::IsolationLevel;
+        let config =
+            ConsumerConfig::from_properties([BOOT, ("isolation.level", "read_committed")]).unwrap();
+        assert_eq!(config.isolation_level, IsolationLevel::ReadCommitted);
+        assert_eq!(
+            ConsumerConfig::from_properties([BOOT])
+                .unwrap()
+                .isolation_level,
+            IsolationLevel::ReadUncommitted
+        );
+        let error =
+            ConsumerConfig::from_properties([BOOT, ("isolation.level", "committed")]).unwrap_err();
+        assert!(matches!(error, ConfigError::InvalidValue { .. }));
         let config =
             ConsumerConfig::from_properties([BOOT, ("auto.offset.reset", "earliest")]).unwrap();
         assert_eq!(config.auto_offset_reset, AutoOffsetReset::Earliest);

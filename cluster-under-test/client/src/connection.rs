@@ -32,7 +32,10 @@ use crate::outcome::TransportFailure;
 /// The highest version of each API this client speaks. Produce and Fetch stop below the
 /// versions that address topics by id only (13), which our requests do not fill in.
 pub const VERSION_CEILINGS: &[(ApiKey, i16)] = &[
-    (ApiKey::Produce, 11),
+    // v12 is v11 on the wire; it tells the leader that a transactional producer uses
+    // transactions V2 (implicit AddPartitionsToTxn), so only such producers send it
+    // (`Connection::send_capped`), as Kafka's Java client does.
+    (ApiKey::Produce, 12),
     (ApiKey::Fetch, 12),
     (ApiKey::ListOffsets, 8),
     (ApiKey::Metadata, 12),
@@ -41,7 +44,15 @@ pub const VERSION_CEILINGS: &[(ApiKey, i16)] = &[
     (ApiKey::InitProducerId, 4),
     (ApiKey::OffsetForLeaderEpoch, 4),
     (ApiKey::DescribeQuorum, 2),
+    (ApiKey::FindCoordinator, 4),
+    (ApiKey::AddPartitionsToTxn, 3),
+    (ApiKey::AddOffsetsToTxn, 4),
+    (ApiKey::TxnOffsetCommit, 5),
+    (ApiKey::EndTxn, 5),
 ];
+
+/// The Produce version for everything but a transactions-V2 producer.
+pub const PRODUCE_VERSION_BEFORE_TRANSACTION_V2: i16 = 11;
 
 /// Frames larger than this from a broker are a protocol violation (Kafka's default
 /// `socket.request.max.bytes` is 100 MiB; responses are bounded by fetch sizes).
@@ -90,6 +101,8 @@ pub struct Connection {
     next_correlation_id: AtomicI32,
     /// Negotiated version per API key.
     versions: HashMap<i16, i16>,
+    /// Cluster-wide finalized features from ApiVersions v3+ (`transaction.version`, ...).
+    finalized_features: HashMap<String, i16>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -136,6 +149,7 @@ impl Connection {
             shutdown,
             next_correlation_id: AtomicI32::new(0),
             versions: HashMap::new(),
+            finalized_features: HashMap::new(),
         };
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("logjam-client"))
@@ -154,6 +168,13 @@ impl Connection {
                 )
                 .await
                 .map_err(|_| failed("ApiVersions"))?;
+        }
+        if response.finalized_features_epoch >= 0 {
+            for feature in &response.finalized_features {
+                connection
+                    .finalized_features
+                    .insert(feature.name.to_string(), feature.max_version_level);
+            }
         }
         for api in &response.api_keys {
             let Ok(key) = ApiKey::try_from(api.api_key) else {
@@ -174,6 +195,32 @@ impl Connection {
     /// The negotiated version of `key`, `None` when the broker does not serve it.
     pub fn version(&self, key: ApiKey) -> Option<i16> {
         self.versions.get(&(key as i16)).copied()
+    }
+
+    /// The finalized level of a cluster feature (e.g. `transaction.version`), as this broker
+    /// reported it at connect; `None` when not finalized or not reported.
+    pub fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.finalized_features.get(name).copied()
+    }
+
+    /// Like [`Connection::send`], at most at version `max_version` (Kafka's clients cap
+    /// Produce, EndTxn and TxnOffsetCommit below their transactions-V2 versions unless V2 is
+    /// in use).
+    ///
+    /// # Errors
+    /// As [`Connection::send`].
+    pub async fn send_capped<R>(
+        &self,
+        key: ApiKey,
+        request: &R,
+        max_version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response>
+    where
+        R: Request,
+    {
+        let version = self.require(key)?.min(max_version);
+        self.exchange(key, version, request, timeout).await
     }
 
     /// Whether the connection has failed or was closed.
@@ -208,9 +255,10 @@ impl Connection {
         &self,
         key: ApiKey,
         request: &R,
+        max_version: i16,
         timeout: Duration,
     ) -> Result<()> {
-        let version = self.require(key)?;
+        let version = self.require(key)?.min(max_version);
         let (frame, correlation_id) = self.encode(key, version, request)?;
         let (written_tx, written_rx) = oneshot::channel();
         self.submit(Outgoing {
@@ -352,6 +400,11 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+        ApiKey::EndTxn => "EndTxn",
         _ => "another API",
     }
 }
@@ -465,7 +518,8 @@ mod tests {
 
     #[test]
     fn negotiation_picks_the_highest_common_version_below_our_ceiling() {
-        assert_eq!(negotiate_version(ApiKey::Produce, 3, 13), Some(11));
+        // 12 is negotiated; non-TV2 producers cap their requests at 11 (`send_capped`).
+        assert_eq!(negotiate_version(ApiKey::Produce, 3, 13), Some(12));
         assert_eq!(negotiate_version(ApiKey::Produce, 3, 9), Some(9));
         assert_eq!(negotiate_version(ApiKey::Fetch, 13, 18), None);
         assert_eq!(negotiate_version(ApiKey::JoinGroup, 0, 9), None);

@@ -11,13 +11,14 @@
 //! the event is kept for [`Consumer::take_truncations`]. A broker that does not serve
 //! `OffsetForLeaderEpoch` skips validation, as Kafka's client does with old brokers.
 //!
-//! `isolation.level=read_committed` is refused by the config until transactions exist.
+//! `isolation.level` (read_uncommitted by default, read_committed) is sent with Fetch and
+//! ListOffsets; what read_committed filters lives in [`isolation`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -27,13 +28,15 @@ use kafka_protocol::messages::{
     ApiKey, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
+
+pub mod isolation;
 
 use crate::cluster::{Cluster, ClusterSettings};
 use crate::config::{AutoOffsetReset, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, LeaderEpoch, Offset, TopicPartition};
 use crate::outcome::classify_code;
+use isolation::{AbortedTransactionFilter, BatchVerdict};
 
 /// Where to move a position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,7 +287,10 @@ impl Consumer {
                 for partition in topic.partitions {
                     let tp = TopicPartition::new(name.clone(), partition.partition_index);
                     match partition.error_code {
-                        0 => self.take_records(&tp, partition.records, &mut records),
+                        0 => {
+                            let aborted = isolation_aborted(&partition);
+                            self.take_records(&tp, partition.records, aborted, &mut records)
+                        }
                         1 => self.out_of_range(&tp)?,
                         code => {
                             let class = classify_code(code).expect("non-zero");
@@ -342,7 +348,7 @@ impl Consumer {
             .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(self.config.fetch_min_bytes)
             .with_max_bytes(self.config.fetch_max_bytes)
-            .with_isolation_level(0)
+            .with_isolation_level(self.config.isolation_level.to_wire())
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics)
@@ -352,9 +358,10 @@ impl Consumer {
         &mut self,
         tp: &TopicPartition,
         data: Option<Bytes>,
+        aborted: Vec<(i64, i64)>,
         out: &mut Vec<ConsumerRecord>,
     ) {
-        let Some(mut data) = data else { return };
+        let Some(data) = data else { return };
         let Some(state) = self.partitions.get_mut(tp) else {
             return;
         };
@@ -363,18 +370,23 @@ impl Consumer {
         };
         // A fetch may end in a partial batch (a broker cuts by bytes): keep every batch before
         // the first that does not decode, instead of dropping the whole response and stalling.
-        let mut sets = Vec::new();
-        while data.has_remaining() {
-            match RecordBatchDecoder::decode(&mut data) {
-                Ok(set) => sets.push(set),
-                Err(error) => {
-                    tracing::debug!(%error, partition = %tp, "undecodable tail of fetch data");
-                    break;
+        let batches = isolation::decode_batches(data, tp);
+        let mut filter = AbortedTransactionFilter::new(self.config.isolation_level, aborted);
+        let limit = self.config.max_poll_records;
+        let mut records = Vec::new();
+        for batch in batches {
+            if out.len() + records.len() >= limit {
+                break;
+            }
+            match filter.verdict(&batch) {
+                BatchVerdict::Deliver => records.extend(batch.records),
+                // Skipped whole (aborted data, markers): the position moves past it.
+                BatchVerdict::SkipAborted | BatchVerdict::SkipControl => {
+                    records.push(skipped_batch_end(batch.last_offset));
                 }
             }
         }
-        let limit = self.config.max_poll_records;
-        for record in sets.into_iter().flat_map(|set| set.records) {
+        for record in records {
             if record.control || record.offset < position.0 {
                 if record.control && record.offset >= position.0 {
                     position = Offset(record.offset + 1);
@@ -454,7 +466,7 @@ impl Consumer {
             };
             let request = ListOffsetsRequest::default()
                 .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-                .with_isolation_level(0)
+                .with_isolation_level(self.config.isolation_level.to_wire())
                 .with_topics(vec![
                     ListOffsetsTopic::default()
                         .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
@@ -608,6 +620,38 @@ impl Consumer {
     }
 }
 
+/// The aborted transactions of a read_committed fetch answer as (producer id, first offset).
+fn isolation_aborted(
+    partition: &kafka_protocol::messages::fetch_response::PartitionData,
+) -> Vec<(i64, i64)> {
+    partition
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect()
+}
+
+/// A stand-in control record at a skipped batch's last offset: the loop in `take_records`
+/// moves the position past control records without returning them.
+fn skipped_batch_end(last_offset: i64) -> kafka_protocol::records::Record {
+    kafka_protocol::records::Record {
+        transactional: false,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: kafka_protocol::records::TimestampType::Creation,
+        offset: last_offset,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: None,
+        headers: Default::default(),
+    }
+}
+
 /// Kafka's rule: the position diverged when the leader's end offset for our last epoch is
 /// below the position, or the leader knows only an older epoch (then its end offset is the
 /// divergence point as well). `None` when the position is consistent.
@@ -693,10 +737,60 @@ mod tests {
         let mut data = first.to_vec();
         data.extend_from_slice(&second[..second.len() / 2]);
         let mut out = Vec::new();
-        consumer.take_records(&tp, Some(Bytes::from(data)), &mut out);
+        consumer.take_records(&tp, Some(Bytes::from(data)), Vec::new(), &mut out);
         let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
         assert_eq!(offsets, vec![0, 1]);
         assert_eq!(consumer.position(&tp), Some(Offset(2)));
+    }
+
+    /// read_committed: the aborted batch's records are not returned and the position moves
+    /// past it and its marker; read_uncommitted returns them.
+    #[test]
+    fn read_committed_skips_aborted_batches_and_moves_past_them() {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let encode = |offset: i64, control: bool, value: &[u8]| {
+            let record = Record {
+                transactional: true,
+                control,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: 7,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: 0,
+                sequence: 0,
+                timestamp: 0,
+                // An ABORT marker's key: version 0, type 0.
+                key: control.then(|| Bytes::from_static(&[0, 0, 0, 0])),
+                value: Some(Bytes::copy_from_slice(value)),
+                headers: indexmap::IndexMap::new(),
+            };
+            let mut buf = bytes::BytesMut::new();
+            let options = RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            };
+            RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
+            buf[0..8].copy_from_slice(&offset.to_be_bytes());
+            buf.to_vec()
+        };
+        let data = Bytes::from([encode(0, false, b"aborted"), encode(1, true, &[0; 6])].concat());
+        for (level, expected) in [("read_committed", 0), ("read_uncommitted", 1)] {
+            let mut consumer = Consumer::from_properties([
+                ("bootstrap.servers", "127.0.0.1:1"),
+                ("isolation.level", level),
+            ])
+            .unwrap();
+            let tp = TopicPartition::new("t", 0);
+            consumer.assign([tp.clone()]);
+            consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+            let mut out = Vec::new();
+            consumer.take_records(&tp, Some(data.clone()), vec![(7, 0)], &mut out);
+            assert_eq!(out.len(), expected, "{level}");
+            assert_eq!(consumer.position(&tp), Some(Offset(2)), "{level}");
+        }
     }
 
     #[test]

@@ -136,6 +136,23 @@ pub enum Error {
         /// The partition.
         partition: TopicPartition,
     },
+    /// A transactional operation was called in a state that does not allow it (Kafka's
+    /// `IllegalStateException`, e.g. `send` outside a transaction, commit after an abortable
+    /// error is handled by returning that error instead).
+    #[error("cannot {operation} in transaction state {state}")]
+    IllegalTransactionState {
+        /// The operation attempted.
+        operation: &'static str,
+        /// The transaction manager's state.
+        state: String,
+    },
+    /// A record of a transaction that is being aborted (or cannot commit) was failed before it
+    /// was ever sent (Kafka's `TransactionAbortedException`).
+    #[error("the transaction was aborted before the record was sent{}", cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    TransactionAborted {
+        /// The error that made the transaction abort, if any.
+        cause: Option<String>,
+    },
     /// The broker's response broke the protocol (bad correlation id, undecodable body).
     #[error("protocol violation from {address}: {detail}")]
     Protocol {

@@ -19,9 +19,13 @@
 //! - [`producer`]: the front door (`send`, `flush`, `close`), with
 //!   [`producer::partitioner`] (murmur2 / uniform sticky), [`producer::accumulator`]
 //!   (readiness and drain decisions, pure), [`producer::batch`] (v2 batch encoding),
-//!   [`producer::idempotence`] (producer id, epoch, sequences, pure) and
+//!   [`producer::idempotence`] (producer id, epoch, sequences, pure),
+//!   [`producer::transaction`] (the transaction state machine, fatal versus abortable, pure),
+//!   [`producer::transactional`] (init/begin/commit/abort, coordinator requests) and
 //!   [`producer::sender`] (the background task).
-//! - [`consumer`]: assign, seek, poll, positions, truncation detection.
+//! - [`consumer`]: assign, seek, poll, positions, truncation detection, with
+//!   [`consumer::isolation`] (`isolation.level`: read_committed's aborted-transaction
+//!   filtering, pure).
 //! - [`admin`]: create/describe topics, describe the quorum.
 //!
 //! ```text
@@ -58,4 +62,6 @@ pub use ids::{
     BrokerId, LeaderEpoch, Offset, Partition, ProducerEpoch, ProducerId, Sequence, TopicPartition,
 };
 pub use outcome::{Certainty, HistoryType};
+pub use producer::transaction::TxnState;
+pub use producer::transactional::{ConsumerGroupMetadata, TransactionError};
 pub use producer::{DeliveryFuture, ProduceError, Producer, ProducerRecord, RecordMetadata};

@@ -183,6 +183,32 @@ pub fn classify_code(code: i16) -> Option<Classification> {
     })
 }
 
+/// Classifies one answer to EndTxn with `committed = true`: may this attempt have committed?
+///
+/// The coordinator answers only after its PrepareCommit record is durable, and maps a failed
+/// append to `COORDINATOR_NOT_AVAILABLE` (timeout, not enough replicas) or `NOT_COORDINATOR`
+/// (leadership lost, storage error). Such a record may still replicate and the next
+/// coordinator finish the commit (kafka-semantics.md §3.2), so those two codes, like
+/// `REQUEST_TIMED_OUT`, are **indefinite**, although for a produce they are definite. Codes
+/// refused before the append (`CONCURRENT_TRANSACTIONS`, `COORDINATOR_LOAD_IN_PROGRESS`, fenced,
+/// invalid state, ...) are definite; unknown codes indefinite. `None` for 0: it committed.
+/// Fold the attempts of one commit with [`Certainty::and_then`]: a commit whose earlier
+/// attempt timed out stays indefinite whatever a later attempt answers, save success.
+pub fn classify_end_txn_code(code: i16) -> Option<Certainty> {
+    let error = ResponseError::try_from_code(code)?;
+    Some(match error {
+        ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator
+        | ResponseError::RequestTimedOut
+        | ResponseError::UnknownServerError
+        | ResponseError::NetworkException => Indefinite,
+        ResponseError::Unknown(_) => Indefinite,
+        // Refused by the coordinator before its append. (Produce's "after append" codes,
+        // NOT_LEADER_OR_FOLLOWER and the like, are not EndTxn answers.)
+        _ => Definite,
+    })
+}
+
 /// The Kafka name of an error code, for messages (`NOT_LEADER_OR_FOLLOWER` style is Kafka's;
 /// `kafka-protocol` spells it in camel case).
 pub fn error_name(code: i16) -> String {
@@ -211,7 +237,9 @@ pub fn classify_error(error: &crate::error::Error) -> Classification {
         | Error::BufferExhausted { .. }
         | Error::RecordTooLarge { .. }
         | Error::Closed
-        | Error::NotAssigned { .. } => class(Definite, false, false),
+        | Error::NotAssigned { .. }
+        | Error::IllegalTransactionState { .. }
+        | Error::TransactionAborted { .. } => class(Definite, false, false),
         Error::LogTruncation { .. } | Error::OffsetOutOfRange { .. } => {
             class(Definite, false, false)
         }
@@ -265,6 +293,36 @@ mod tests {
             );
         }
         assert_eq!(classify_code(0), None);
+    }
+
+    /// A commit answered with an error after its PrepareCommit may have been appended is
+    /// indefinite; one refused before any append is definite.
+    #[test]
+    fn end_txn_codes() {
+        #[rustfmt::skip]
+        let table: &[(i16, Option<Certainty>)] = &[
+            (0, None),                 // committed
+            (15, Some(Indefinite)),    // COORDINATOR_NOT_AVAILABLE (append timed out)
+            (16, Some(Indefinite)),    // NOT_COORDINATOR (leadership lost after append)
+            (7, Some(Indefinite)),     // REQUEST_TIMED_OUT
+            (-1, Some(Indefinite)),    // UNKNOWN_SERVER_ERROR
+            (9999, Some(Indefinite)),  // unknown code
+            (14, Some(Definite)),      // COORDINATOR_LOAD_IN_PROGRESS
+            (51, Some(Definite)),      // CONCURRENT_TRANSACTIONS
+            (47, Some(Definite)),      // INVALID_PRODUCER_EPOCH
+            (90, Some(Definite)),      // PRODUCER_FENCED
+            (48, Some(Definite)),      // INVALID_TXN_STATE
+            (49, Some(Definite)),      // INVALID_PRODUCER_ID_MAPPING
+            (120, Some(Definite)),     // TRANSACTION_ABORTABLE
+        ];
+        for &(code, expected) in table {
+            assert_eq!(classify_end_txn_code(code), expected, "code {code}");
+        }
+        // A commit that timed out and was then fenced may have committed on the first try.
+        assert_eq!(
+            Indefinite.and_then(classify_end_txn_code(90).unwrap()),
+            Indefinite
+        );
     }
 
     #[test]

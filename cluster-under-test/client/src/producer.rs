@@ -12,6 +12,9 @@ pub mod batch;
 pub mod idempotence;
 pub mod partitioner;
 pub mod sender;
+pub mod transaction;
+pub mod transactional;
+pub mod txn_requests;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -138,6 +141,8 @@ pub(crate) struct Shared {
     pub(crate) closed: AtomicBool,
     /// The idempotent producer's id and epoch, published by the sender for observers.
     pub(crate) identity: Mutex<Option<(crate::ids::ProducerId, crate::ids::ProducerEpoch)>>,
+    /// The transaction manager and coordinators, with `transactional.id`.
+    pub(crate) txn: Option<Arc<txn_requests::TxnContext>>,
 }
 
 /// A Kafka producer: accumulator plus background sender.
@@ -195,6 +200,10 @@ impl Producer {
             fatal: Mutex::new(None),
             closed: AtomicBool::new(false),
             identity: Mutex::new(None),
+            txn: config
+                .transactional_id
+                .clone()
+                .map(|id| Arc::new(txn_requests::TxnContext::new(id))),
             cluster,
             config,
         });
@@ -286,6 +295,11 @@ impl Producer {
                 .partition(&topic, record.key.as_deref(), size, partition_count),
         };
         let tp = TopicPartition::new(topic, partition);
+        if let Some(txn) = &shared.txn {
+            // Kafka's `maybeAddPartition`: only inside a transaction; TV1 queues the partition
+            // for AddPartitionsToTxn, which the sender sends before the partition's first batch.
+            txn.manager().maybe_add_partition(&tp)?;
+        }
         let appended = shared
             .accumulator
             .lock()
@@ -387,6 +401,10 @@ impl Producer {
 
     /// The producer id and epoch, once the idempotent producer has one.
     pub fn producer_id(&self) -> Option<(crate::ids::ProducerId, crate::ids::ProducerEpoch)> {
+        if let Some(txn) = &self.shared.txn {
+            // The transaction manager's, which the sender adopts on its next round.
+            return txn.manager().producer();
+        }
         sender::producer_identity(&self.shared)
     }
 }

@@ -51,9 +51,11 @@ pub async fn dispatch(
     request: RequestKind,
 ) -> Reply {
     Reply::Respond(Box::new(match request {
-        RequestKind::ApiVersions(request) => {
-            ResponseKind::ApiVersions(api_versions::handle(&request, version))
-        }
+        RequestKind::ApiVersions(request) => ResponseKind::ApiVersions(api_versions::handle(
+            &request,
+            version,
+            broker.config().transaction_version,
+        )),
         RequestKind::Metadata(request) => {
             let cluster = metadata::Cluster {
                 cluster_id: broker.cluster_id(),

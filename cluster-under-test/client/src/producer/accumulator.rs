@@ -254,6 +254,19 @@ impl Accumulator {
         self.queues.values_mut().flat_map(|q| q.drain(..)).collect()
     }
 
+    /// Removes and returns the batches never sent (a transaction that will not commit fails
+    /// them, Kafka's `abortUndrainedBatches`); batches waiting for a retry were sent and stay.
+    pub fn drain_unsent(&mut self) -> Vec<ProducerBatch> {
+        let mut unsent = Vec::new();
+        for queue in self.queues.values_mut() {
+            let (never_sent, sent): (VecDeque<_>, VecDeque<_>) =
+                queue.drain(..).partition(|b| b.attempts == 0);
+            *queue = sent;
+            unsent.extend(never_sent);
+        }
+        unsent
+    }
+
     /// Drops the idempotent stamps of queued batches (after an epoch bump they are re-stamped
     /// with fresh sequences when drained).
     pub fn clear_stamps(&mut self) {
@@ -441,6 +454,23 @@ mod tests {
             order.push(b.stamp.unwrap().base_sequence.0);
         }
         assert_eq!(order, vec![0, 5, 10]);
+    }
+
+    #[test]
+    fn drain_unsent_keeps_batches_that_were_sent() {
+        let mut acc = Accumulator::new(settings());
+        let t0 = Instant::now();
+        let tp = TopicPartition::new("t", 0);
+        append(&mut acc, &tp, 10, t0);
+        let mut sent = acc.drain(BrokerId(1), t0 + LINGER, 1_000_000, leader, |_, _| true);
+        let mut retried = sent.pop().unwrap();
+        retried.attempts = 1;
+        append(&mut acc, &tp, 10, t0);
+        acc.reenqueue(retried, t0, Duration::ZERO);
+        let unsent = acc.drain_unsent();
+        assert_eq!(unsent.len(), 1);
+        assert_eq!(unsent[0].attempts, 0);
+        assert_eq!(acc.batch_count(), 1, "the retried batch stays");
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub struct ProducerBatch {
     pub closed: bool,
     /// The error of the last failed attempt, reported if the batch times out.
     pub last_error: Option<String>,
+    /// Part of a transaction: the batch header's transactional bit (set when stamped).
+    pub transactional: bool,
 }
 
 impl ProducerBatch {
@@ -118,6 +120,7 @@ impl ProducerBatch {
             certainty: Certainty::Definite,
             stamp: None,
             closed: false,
+            transactional: false,
         }
     }
 
@@ -160,7 +163,7 @@ impl ProducerBatch {
             .iter()
             .enumerate()
             .map(|(index, record)| Record {
-                transactional: false,
+                transactional: self.transactional,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
@@ -275,6 +278,23 @@ mod tests {
         assert_eq!(info[0].base_sequence, i32::MAX - 3);
         assert_eq!(info[0].producer_id, 4000);
         assert_eq!(info[0].producer_epoch, 2);
+    }
+
+    #[test]
+    fn a_transactional_batch_carries_the_transactional_bit() {
+        let stamp = ProducerStamp {
+            producer_id: ProducerId(7),
+            producer_epoch: ProducerEpoch(1),
+            base_sequence: Sequence(0),
+        };
+        let mut batch = batch_of(3, Some(stamp));
+        batch.transactional = true;
+        let bytes = batch.encode();
+        let set = RecordBatchDecoder::decode(&mut bytes.clone()).unwrap();
+        assert!(set.records.iter().all(|r| r.transactional && !r.control));
+        let plain = batch_of(3, Some(stamp)).encode();
+        let set = RecordBatchDecoder::decode(&mut plain.clone()).unwrap();
+        assert!(set.records.iter().all(|r| !r.transactional));
     }
 
     #[test]

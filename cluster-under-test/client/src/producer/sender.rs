@@ -19,19 +19,21 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
 use crate::config::Acks;
+use crate::connection::PRODUCE_VERSION_BEFORE_TRANSACTION_V2;
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, Offset, ProducerEpoch, ProducerId, TopicPartition};
 use crate::metadata::MetadataCache;
-use crate::outcome::{Classification, classify_code, classify_error};
+use crate::outcome::{Certainty, Classification, classify_code, classify_error};
 use crate::producer::Shared;
 use crate::producer::batch::ProducerBatch;
 use crate::producer::idempotence::{IdempotenceState, OutOfOrderAction};
+use crate::producer::txn_requests::{self, TxnContext};
 
 /// One finished produce request.
 struct Completed {
@@ -77,7 +79,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 return;
             }
         }
-        if shared.config.enable_idempotence
+        if let Some(txn) = &shared.txn {
+            transactional_step(&shared, txn, &mut state).await;
+        } else if shared.config.enable_idempotence
             && state.idempotence.producer().is_none()
             && !empty
             && !ensure_producer_id(&shared, &mut state).await
@@ -134,6 +138,64 @@ async fn ensure_producer_id(shared: &Arc<Shared>, state: &mut SenderState) -> bo
     }
 }
 
+/// The transactional producer's part of a loop: adopt the id and epoch the transaction
+/// manager holds (init, an epoch bump), fail the never-sent batches of a transaction that
+/// will not commit, and add new partitions to a TV1 transaction before their first batch.
+async fn transactional_step(shared: &Arc<Shared>, txn: &TxnContext, state: &mut SenderState) {
+    let producer = txn.manager().producer();
+    if let Some((id, epoch)) = producer
+        && producer != state.idempotence.producer()
+    {
+        state.idempotence.set_producer(id, epoch);
+        shared
+            .accumulator
+            .lock()
+            .expect("accumulator lock")
+            .clear_stamps();
+        *shared.identity.lock().expect("identity lock") = producer;
+    }
+    let abort_cause = {
+        let manager = txn.manager();
+        manager
+            .must_abort_unsent_batches()
+            .then(|| manager.last_error().map(ToString::to_string))
+    };
+    if let Some(cause) = abort_cause {
+        let unsent = shared
+            .accumulator
+            .lock()
+            .expect("accumulator lock")
+            .drain_unsent();
+        for batch in unsent {
+            // Never sent: certainly not in the log.
+            batch.fail(
+                Error::TransactionAborted {
+                    cause: cause.clone(),
+                },
+                Certainty::Definite,
+            );
+        }
+    }
+    let partitions = txn.manager().take_partitions_to_add();
+    if !partitions.is_empty() && !txn_requests::add_partitions(shared, txn, partitions).await {
+        // Retriable (CONCURRENT_TRANSACTIONS while the previous transaction completes, ...):
+        // Kafka backs off 20 ms for the first add of a transaction, retry.backoff.ms otherwise.
+        tokio::time::sleep(Duration::from_millis(20).min(shared.config.retry_backoff)).await;
+    }
+}
+
+/// Records a transactional batch's final failure in the transaction manager
+/// (`maybeTransitionToErrorState`).
+fn report_to_transaction(shared: &Shared, error: &Error) {
+    if let Some(txn) = &shared.txn {
+        let code = match error {
+            Error::Broker { code, .. } => Some(*code),
+            _ => None,
+        };
+        txn.manager().on_failed_batch(code, error.clone());
+    }
+}
+
 async fn init_producer_id(shared: &Shared) -> Result<(ProducerId, ProducerEpoch)> {
     let connection = shared.cluster.any_connection().await?;
     if connection.version(ApiKey::InitProducerId).is_none() {
@@ -182,6 +244,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
             attempts: batch.attempts,
             last_error: batch.last_error.clone(),
         };
+        report_to_transaction(shared, &error);
         let certainty = batch.certainty;
         batch.fail(error, certainty);
     }
@@ -216,6 +279,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
             }
         };
         let idempotent = shared.config.enable_idempotence;
+        let txn = shared.txn.as_deref();
         let mut batches = {
             let in_flight = &state.in_flight_per_partition;
             let idempotence = &mut state.idempotence;
@@ -226,7 +290,9 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
                 leader_of(&metadata),
                 |tp, batch| {
                     let flying = in_flight.get(tp).copied().unwrap_or(0);
-                    if idempotent {
+                    if txn.is_some_and(|t| !t.manager().is_send_allowed(tp)) {
+                        false
+                    } else if idempotent {
                         idempotence.may_drain(batch, flying)
                     } else {
                         !(mute_in_flight && flying > 0)
@@ -241,6 +307,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
             if idempotent {
                 state.idempotence.stamp(batch);
             }
+            batch.transactional = txn.is_some();
             batch.attempts += 1;
             batch.last_attempt_at = Some(now);
             *state
@@ -252,18 +319,27 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
         shared
             .in_flight_batches
             .fetch_add(batches.len(), Ordering::AcqRel);
-        let request = produce_request(shared.config.acks, shared.config.request_timeout, &batches);
+        let request = produce_request(shared.config.acks, shared.config.request_timeout, &batches)
+            .with_transactional_id(
+                txn.map(|t| TransactionalId(StrBytes::from_string(t.transactional_id.clone()))),
+            );
+        // Produce v12 tells the leader to add partitions implicitly (transactions V2).
+        let produce_version = if txn.is_some_and(|t| t.manager().is_transaction_v2()) {
+            12
+        } else {
+            PRODUCE_VERSION_BEFORE_TRANSACTION_V2
+        };
         let acks = shared.config.acks;
         let timeout = shared.config.request_timeout;
         state.requests.spawn(async move {
             let result = if acks == Acks::None {
                 connection
-                    .send_without_response(ApiKey::Produce, &request, timeout)
+                    .send_without_response(ApiKey::Produce, &request, produce_version, timeout)
                     .await
                     .map(|()| None)
             } else {
                 connection
-                    .send(ApiKey::Produce, &request, timeout)
+                    .send_capped(ApiKey::Produce, &request, produce_version, timeout)
                     .await
                     .map(Some)
             };
@@ -399,7 +475,11 @@ fn handle_partition(
             state.idempotence.resolve(&batch.partition, batch.stamp);
             batch.succeed(None);
         }
-        OUT_OF_ORDER_SEQUENCE_NUMBER | UNKNOWN_PRODUCER_ID if shared.config.enable_idempotence => {
+        // A transactional producer's epoch belongs to the coordinator: no local bump; the
+        // batch fails and the transaction must abort (`handleFailedBatch`).
+        OUT_OF_ORDER_SEQUENCE_NUMBER | UNKNOWN_PRODUCER_ID
+            if shared.config.enable_idempotence && shared.txn.is_none() =>
+        {
             match state
                 .idempotence
                 .on_out_of_order(&batch.partition, batch.stamp)
@@ -480,5 +560,6 @@ fn handle_failure(
     } else {
         error
     };
+    report_to_transaction(shared, &error);
     batch.fail(error, certainty);
 }
