@@ -344,9 +344,7 @@ fn attempts_note(earlier: Option<u32>, later: Option<u32>) -> String {
 
 fn dedup_ops(ops: Vec<OpRef>) -> Vec<OpRef> {
     let mut seen = BTreeSet::new();
-    ops.into_iter()
-        .filter(|op| seen.insert(op.index))
-        .collect()
+    ops.into_iter().filter(|op| seen.insert(op.index)).collect()
 }
 
 impl Checker for ProducerChecker {

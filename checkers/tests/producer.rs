@@ -104,16 +104,22 @@ fn reordered_and_duplicated_sends_are_found_and_only_when_proven() {
         (
             "in order: later send at a higher offset",
             |h| {
-                h.produce(0, &[(0, 0, 1, "ok", Some(3), 1), (1, 0, 2, "ok", Some(4), 1)])
-                    .final_poll(0, &[(3, 1), (4, 2)]);
+                h.produce(
+                    0,
+                    &[(0, 0, 1, "ok", Some(3), 1), (1, 0, 2, "ok", Some(4), 1)],
+                )
+                .final_poll(0, &[(3, 1), (4, 2)]);
             },
             (0, 0),
         ),
         (
             "retried first batch landed after the second: reordered",
             |h| {
-                h.produce(0, &[(0, 0, 1, "ok", Some(5), 2), (1, 0, 2, "ok", Some(3), 1)])
-                    .final_poll(0, &[(3, 2), (5, 1)]);
+                h.produce(
+                    0,
+                    &[(0, 0, 1, "ok", Some(5), 2), (1, 0, 2, "ok", Some(3), 1)],
+                )
+                .final_poll(0, &[(3, 2), (5, 1)]);
             },
             (1, 0),
         ),
@@ -138,9 +144,12 @@ fn reordered_and_duplicated_sends_are_found_and_only_when_proven() {
         (
             "two keys: offsets of different partitions are not comparable",
             |h| {
-                h.produce(0, &[(0, 0, 1, "ok", Some(7), 1), (1, 1, 2, "ok", Some(2), 1)])
-                    .final_poll(0, &[(7, 1)])
-                    .final_poll(1, &[(2, 2)]);
+                h.produce(
+                    0,
+                    &[(0, 0, 1, "ok", Some(7), 1), (1, 1, 2, "ok", Some(2), 1)],
+                )
+                .final_poll(0, &[(7, 1)])
+                .final_poll(1, &[(2, 2)]);
             },
             (0, 0),
         ),
@@ -218,12 +227,17 @@ fn reordered_and_duplicated_sends_are_found_and_only_when_proven() {
 fn the_witness_names_both_sends_and_the_summary_the_send_figures() {
     let mut history = Lines::new();
     history
-        .produce(3, &[(0, 0, 11, "ok", Some(6), 2), (1, 0, 12, "ok", Some(5), 1)])
+        .produce(
+            3,
+            &[(0, 0, 11, "ok", Some(6), 2), (1, 0, 12, "ok", Some(5), 1)],
+        )
         .final_poll(0, &[(5, 12), (6, 11)]);
     let report = history.check();
     let witness = &report.anomalies[&AnomalyKind::ReorderedSend].witnesses[0];
     assert!(
-        witness.explanation.contains("value 11 (send #0) before value 12 (send #1)")
+        witness
+            .explanation
+            .contains("value 11 (send #0) before value 12 (send #1)")
             && witness.explanation.contains("offsets 6 and 5")
             && witness.explanation.contains("final reads found both"),
         "{}",

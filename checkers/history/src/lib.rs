@@ -129,9 +129,9 @@ pub use header::{Header, SCHEMA_VERSION, TopicPartition};
 pub use ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
 pub use nemesis::{LEADER_CHANGE, LeadershipChange, NemesisValue};
 pub use op::{Function, KeyReads, MicroOp, Op, OpDecodeError, OpType, OpValue, Record};
-pub use produce::{ProduceValue, ProducedSend, SendOutcome};
 pub use pairing::{
     CompletedOp, NemesisEvent, Outcome, Paired, PairedHistory, Pairer, PairingError, pair,
 };
+pub use produce::{ProduceValue, ProducedSend, SendOutcome};
 pub use reader::{HistoryReader, ReadError};
 pub use writer::{HistoryWriter, WriteError};

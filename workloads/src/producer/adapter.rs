@@ -103,9 +103,7 @@ impl Workload for ProducerWorkload {
             recorder.clone(),
             self.targets.clone(),
         );
-        reader
-            .final_reads(&self.targets.snapshot(), deadline)
-            .await
+        reader.final_reads(&self.targets.snapshot(), deadline).await
     }
 }
 

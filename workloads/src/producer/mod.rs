@@ -238,8 +238,7 @@ impl ProducerClient {
         }
         let mut completion = Completion::Ok;
         let mut any_ok = false;
-        for ((send, (started, handle)), blocked) in
-            value.sends.iter_mut().zip(pending).zip(blocked)
+        for ((send, (started, handle)), blocked) in value.sends.iter_mut().zip(pending).zip(blocked)
         {
             let (outcome, ended) = handle.await.unwrap_or_else(|_| {
                 (
