@@ -100,6 +100,9 @@ struct Acked {
     op: OpRef,
 }
 
+/// The op that sent a value, the offset it was acknowledged at and its attempts.
+type SentBy = (OpRef, Option<i64>, Option<u32>);
+
 /// Streaming producer checker.
 pub struct ProducerChecker {
     stats: Stats,
@@ -108,8 +111,8 @@ pub struct ProducerChecker {
     blocked: Vec<u64>,
     /// (process, key) → acknowledged sends.
     acked: BTreeMap<(u64, i64), Vec<Acked>>,
-    /// (key, value) → the op that sent it and its acknowledged offset.
-    sent: BTreeMap<(i64, i64), (OpRef, Option<i64>, Option<u32>)>,
+    /// (key, value) → the op that sent it, its acknowledged offset and attempts.
+    sent: BTreeMap<(i64, i64), SentBy>,
     /// (key, value) → offsets ok reads found it at, with the first op that read it there.
     read_at: BTreeMap<(i64, i64), BTreeMap<i64, OpRef>>,
     keys: BTreeSet<i64>,
