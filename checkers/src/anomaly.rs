@@ -54,11 +54,14 @@ pub enum AnomalyKind {
     PartialRead,
     /// No real-time order of a partition's sends and reads explains what they observed.
     NonlinearizableLog,
+    /// Within one producer and one key, a send submitted later was acknowledged at a lower
+    /// offset than one submitted earlier (a retried batch landed after a later one).
+    ReorderedSend,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 20] = [
+    pub const ALL: [AnomalyKind; 21] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -79,6 +82,7 @@ impl AnomalyKind {
         AnomalyKind::G2,
         AnomalyKind::PartialRead,
         AnomalyKind::NonlinearizableLog,
+        AnomalyKind::ReorderedSend,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -104,6 +108,7 @@ impl AnomalyKind {
             AnomalyKind::G2 => "G2",
             AnomalyKind::PartialRead => "partial-read",
             AnomalyKind::NonlinearizableLog => "nonlinearizable-log",
+            AnomalyKind::ReorderedSend => "reordered-send",
         }
     }
 

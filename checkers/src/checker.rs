@@ -7,6 +7,7 @@ use logjam_history::Paired;
 
 use crate::anomaly::Anomalies;
 use crate::durability::DurabilityReport;
+use crate::producer::ProducerStats;
 use crate::queue::realtime::LinearizabilitySummary;
 use crate::report::Stats;
 
@@ -34,4 +35,6 @@ pub struct Findings {
     pub stats: Stats,
     /// Things the user should know that are not anomalies.
     pub warnings: Vec<String>,
+    /// The producer workload's send figures (latency, blocking, retries); `None` elsewhere.
+    pub producer: Option<ProducerStats>,
 }

@@ -8,6 +8,7 @@
 //!   feed the workload's [`Checker`], apply its [`Policy`].
 //! - [`checker`]: the [`Checker`] trait (history in, [`Findings`] with witnesses out).
 //! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
+//! - [`producer`]: the producer workload's checker (`reordered-send`, `duplicate`, send latency).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
 //! - [`graph`]: the dependency graph any checker can use (analyzer → graph → explainer, as
@@ -56,6 +57,7 @@
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless polls are snapshot reads (not even read_committed polls are atomic) |
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
+//! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
 //! no ok read returned a record (nothing was checked); otherwise `valid`.
@@ -91,6 +93,7 @@ mod fxhash;
 pub mod graph;
 mod intmap;
 pub mod policy;
+pub mod producer;
 pub mod queue;
 pub mod registry;
 pub mod report;
@@ -107,6 +110,7 @@ pub use checker::{Checker, Findings};
 pub use durability::DurabilityReport;
 pub use error::HarnessError;
 pub use policy::{Policy, QueueOptions};
+pub use producer::{ProducerChecker, ProducerStats};
 pub use queue::QueueChecker;
 pub use registry::{Registry, WorkloadSpec};
 pub use report::{Report, Stats, Verdict};

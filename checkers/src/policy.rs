@@ -81,6 +81,16 @@ impl Policy {
         }
     }
 
+    /// The producer workload's policy: nothing allowed. `reordered-send` and `duplicate` are
+    /// what Kafka's producer does without idempotence when a batch is retried with several
+    /// requests in flight; a run shows them so the user sees what their settings allow.
+    pub fn producer() -> Policy {
+        Policy {
+            name: "producer".to_owned(),
+            allowed: BTreeMap::new(),
+        }
+    }
+
     /// The queue workload's policy: Jepsen's Kafka allowances, plus rw cycles unless polls
     /// are snapshot reads.
     pub fn queue(options: QueueOptions) -> Policy {

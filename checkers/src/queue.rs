@@ -126,6 +126,7 @@ impl Checker for QueueChecker {
             linearizability,
             stats,
             warnings,
+            producer: None,
         }
     }
 }

@@ -1,13 +1,14 @@
 //! Which checkers and which policy each workload gets. A workload registers its name, the
 //! client functions its histories may hold (its op schema), a constructor for its
 //! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
-//! matching on names. `queue` is built in; `txn`, `eos`, `group` and `producer` register the
-//! same way when they exist.
+//! matching on names. `queue` and `producer` are built in; `txn`, `eos` and `group` register
+//! the same way when they exist.
 
 use logjam_history::{Function, Header};
 
 use crate::checker::{Checker, Findings};
 use crate::policy::{Policy, QueueOptions};
+use crate::producer::ProducerChecker;
 use crate::queue::QueueChecker;
 
 /// One workload: its schema, its checker and its policy.
@@ -55,16 +56,40 @@ fn queue_policy(header: &Header, findings: &Findings) -> Policy {
     })
 }
 
+/// The producer workload's client functions: its sends, then the final reads.
+const PRODUCER_FUNCTIONS: &[Function] = &[
+    Function::Produce,
+    Function::Assign,
+    Function::FinalPoll,
+    Function::LogEnd,
+];
+
+fn producer_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(ProducerChecker::new(header))
+}
+
+fn producer_policy(_header: &Header, _findings: &Findings) -> Policy {
+    Policy::producer()
+}
+
 impl Registry {
-    /// The workloads logjam ships: `queue`.
+    /// The workloads logjam ships: `queue` and `producer`.
     pub fn builtin() -> Registry {
         Registry {
-            workloads: vec![WorkloadSpec {
-                name: "queue",
-                functions: QUEUE_FUNCTIONS,
-                checker: queue_checker,
-                policy: queue_policy,
-            }],
+            workloads: vec![
+                WorkloadSpec {
+                    name: "queue",
+                    functions: QUEUE_FUNCTIONS,
+                    checker: queue_checker,
+                    policy: queue_policy,
+                },
+                WorkloadSpec {
+                    name: "producer",
+                    functions: PRODUCER_FUNCTIONS,
+                    checker: producer_checker,
+                    policy: producer_policy,
+                },
+            ],
         }
     }
 

@@ -15,6 +15,7 @@ use crate::checker::Findings;
 use crate::durability::DurabilityReport;
 use crate::graph::GraphStats;
 use crate::policy::Policy;
+use crate::producer::ProducerStats;
 use crate::queue::realtime::LinearizabilitySummary;
 
 /// The tri-state result of a check.
@@ -108,6 +109,9 @@ pub struct Report {
     pub stats: Stats,
     /// Things the user should know that are not anomalies (e.g. a torn last line).
     pub warnings: Vec<String>,
+    /// The producer workload's send figures; absent for other workloads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer: Option<ProducerStats>,
 }
 
 impl Report {
@@ -121,6 +125,7 @@ impl Report {
             linearizability,
             stats,
             warnings,
+            producer,
         } = findings;
         let groups = anomalies.into_groups();
         let (allowed_kinds, bad_kinds): (Vec<AnomalyKind>, Vec<AnomalyKind>) =
@@ -155,6 +160,7 @@ impl Report {
             linearizability,
             stats,
             warnings,
+            producer,
         }
     }
 }
@@ -205,6 +211,13 @@ impl Report {
                     let _ = writeln!(s, "  - {kind}: {}", w.explanation);
                 }
             }
+        }
+        if let Some(producer) = &self.producer {
+            producer_summary(&mut s, producer);
+            for w in &self.warnings {
+                let _ = writeln!(s, "  warning: {w}");
+            }
+            return s;
         }
         let d = &self.durability;
         if d.lost > 0 || d.unconfirmed > 0 {
@@ -278,4 +291,25 @@ impl Report {
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
+}
+
+/// The producer workload's block of the summary: outcomes, retries, latency, blocking.
+fn producer_summary(s: &mut String, p: &ProducerStats) {
+    let _ = writeln!(
+        s,
+        "  sends: {} submitted, {} acknowledged ({} of them retried), {} failed, {} indeterminate",
+        p.sends, p.acknowledged, p.retried, p.failed, p.indeterminate
+    );
+    let l = &p.ack_latency;
+    let _ = writeln!(
+        s,
+        "  send latency (send() to acknowledgement, {} sends): p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        l.count, l.p50_ms, l.p90_ms, l.p99_ms, l.max_ms
+    );
+    let b = &p.blocked;
+    let _ = writeln!(
+        s,
+        "  send() blocked (max.block.ms: metadata, buffer.memory): p50 {:.3} ms, p99 {:.3} ms, max {:.1} ms, {:.1} ms in all; {} sends blocked >= 1 ms, {} failed on buffer exhaustion",
+        b.p50_ms, b.p99_ms, b.max_ms, b.total_ms, p.blocked_over_1ms, p.buffer_exhausted
+    );
 }

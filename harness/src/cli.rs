@@ -80,9 +80,35 @@ pub const DEFAULT_NEMESIS: &str = "kill,pause,partition";
 /// `logjam run`'s default seconds between a fault and its undo.
 pub const DEFAULT_NEMESIS_INTERVAL: u64 = 5;
 
+/// The workload a run drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadName {
+    /// Jepsen's queue: sends, polls, assigns, crashes, final reads.
+    #[default]
+    Queue,
+    /// One batching producer per process, many sends in flight, each send's order of
+    /// submission and outcome recorded: shows retries reordering and duplicating sends.
+    Producer,
+}
+
+impl WorkloadName {
+    /// The name in run.json, the history header and the run directory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadName::Queue => "queue",
+            WorkloadName::Producer => "producer",
+        }
+    }
+}
+
 /// Arguments of `logjam run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// The workload: `queue` (sends and polls, Jepsen's) or `producer` (batching producers
+    /// with many sends in flight: reordered and duplicated sends, send latency).
+    #[arg(long, value_enum, default_value = "queue")]
+    pub workload: WorkloadName,
     /// Number of nodes, each a combined broker and KRaft controller voter unless
     /// --controllers is given.
     #[arg(long, default_value_t = 3)]

@@ -9,6 +9,7 @@
 //! nodes        6            # cluster size (default 3)
 //! controllers  3            # dedicated KRaft controllers (default 0: combined nodes)
 //! keys         1            # partitions of the workload topic (default 1)
+//! workload     producer     # queue (default) or producer
 //! time-limit   25           # seconds of workload (default 30)
 //! rate         50           # client ops per second (default 50)
 //! concurrency  4            # client processes (default 4)
@@ -22,7 +23,8 @@
 //! `unclean-election` (a leader was elected from outside the ISR last seen), `unavailable`
 //! (a partition had no leader for a while), `refused` (a write was refused with
 //! NOT_ENOUGH_REPLICAS), `valid` / `invalid` (the checkers' verdict), `anomaly:<kind>` (the
-//! checkers report that kind, e.g. `anomaly:duplicate`).
+//! checkers report that kind, e.g. `anomaly:duplicate`), `retried` (producer workload: an
+//! acknowledged send's batch took more than one produce request).
 //!
 //! The exit code says whether the scenario showed what it expects: 0 yes, 1 no, 3 the harness
 //! failed. The run is stored like any other, with `scenario.json` beside its report.
@@ -32,7 +34,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{RunArgs, ScenarioArgs};
+use crate::cli::{RunArgs, ScenarioArgs, WorkloadName};
 use crate::lab::NetworkMode;
 use crate::lab::sandbox::Privilege;
 use crate::metrics::{self, LeaderChange, LostOnKey};
@@ -65,6 +67,14 @@ const SHIPPED: &[(&str, &str)] = &[
     (
         "leader-isolation-acks-all",
         include_str!("../scenarios/leader-isolation-acks-all.scn"),
+    ),
+    (
+        "retry-reorder",
+        include_str!("../scenarios/retry-reorder.scn"),
+    ),
+    (
+        "retry-reorder-idempotent",
+        include_str!("../scenarios/retry-reorder-idempotent.scn"),
     ),
     (
         "canary-ack-before-replication",
@@ -107,6 +117,9 @@ pub enum Expectation {
     Valid,
     /// The checkers' verdict is invalid.
     Invalid,
+    /// At least one acknowledged send was retried (producer workload: its batch took more
+    /// than one produce request), so a fault really hit sends in flight.
+    Retried,
 }
 
 impl Expectation {
@@ -122,6 +135,7 @@ impl Expectation {
             "refused" => Expectation::Refused,
             "valid" => Expectation::Valid,
             "invalid" => Expectation::Invalid,
+            "retried" => Expectation::Retried,
             _ => return None,
         })
     }
@@ -136,6 +150,7 @@ impl Expectation {
             Expectation::Refused => "refused",
             Expectation::Valid => "valid",
             Expectation::Invalid => "invalid",
+            Expectation::Retried => "retried",
         };
         name.to_owned()
     }
@@ -151,6 +166,7 @@ pub struct Scenario {
     nodes: usize,
     controllers: usize,
     keys: u32,
+    workload: WorkloadName,
     time_limit: u64,
     rate: f64,
     concurrency: u32,
@@ -171,6 +187,7 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
         nodes: 3,
         controllers: 0,
         keys: 1,
+        workload: WorkloadName::Queue,
         time_limit: 30,
         rate: 50.0,
         concurrency: 4,
@@ -203,6 +220,15 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
             "nodes" => scenario.nodes = number("a node count")? as usize,
             "controllers" => scenario.controllers = number("a controller count")? as usize,
             "keys" => scenario.keys = number("a partition count")? as u32,
+            "workload" => {
+                scenario.workload = match value {
+                    "queue" => WorkloadName::Queue,
+                    "producer" => WorkloadName::Producer,
+                    _ => bail!(
+                        "{name} line {line}: unknown workload `{value}` (queue, producer)"
+                    ),
+                }
+            }
             "time-limit" => scenario.time_limit = number("seconds")?,
             "rate" => scenario.rate = number("operations per second")? as f64,
             "concurrency" => scenario.concurrency = number("a client count")? as u32,
@@ -217,12 +243,12 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
                 .push(Expectation::parse(value).with_context(|| {
                     format!(
                         "{name} line {line}: unknown expectation `{value}` (lost, no-loss, \
-                     unclean-election, unavailable, refused, valid, invalid, anomaly:<kind>)"
+                     unclean-election, unavailable, refused, valid, invalid, retried, anomaly:<kind>)"
                     )
                 })?),
             other => bail!(
                 "{name} line {line}: unknown directive `{other}` (description, nodes, \
-                 controllers, keys, time-limit, rate, concurrency, set, expect, or a step \
+                 controllers, keys, workload, time-limit, rate, concurrency, set, expect, or a step \
                  starting with its time)"
             ),
         }
@@ -282,6 +308,7 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
     let mut settings = scenario.settings.clone();
     settings.extend(args.set.iter().cloned());
     let run_args = RunArgs {
+        workload: scenario.workload,
         nodes: scenario.nodes,
         controllers: scenario.controllers,
         time_limit: scenario.time_limit,
@@ -349,6 +376,7 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
 
 fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
     let outcome = metrics::outcome(run_dir)?;
+    let retried = retried_sends(run_dir)?;
     let kinds: Vec<&str> = outcome.anomalies.keys().map(String::as_str).collect();
     let first = |changes: &[LeaderChange]| {
         changes
@@ -423,6 +451,10 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
                     outcome.verdict == "invalid",
                     format!("verdict {}", outcome.verdict),
                 ),
+                Expectation::Retried => (
+                    retried > 0,
+                    format!("{retried} acknowledged send(s) took more than one produce request"),
+                ),
             };
             json!({"expect": expect.name(), "holds": holds, "evidence": said})
         })
@@ -435,6 +467,17 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
         "checks": checks,
         "verdict": outcome.verdict,
     }))
+}
+
+/// Acknowledged sends the producer checker saw retried (`producer.retried` in report.json;
+/// 0 for other workloads).
+fn retried_sends(run_dir: &Path) -> anyhow::Result<u64> {
+    let path = run_dir.join("report.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let report: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    Ok(report["producer"]["retried"].as_u64().unwrap_or(0))
 }
 
 /// `(key 0: 165 at offsets 62..=226)`.

@@ -1,7 +1,8 @@
 //! `logjam scenario` end to end on the namespace lab: the unclean-election loss and its
 //! disabled twin show their outcomes, and every canary (a deliberate bug switched on in the
 //! node) is caught by the checkers with the anomaly its scenario names. Each scenario is a
-//! real multi-process cluster under a scripted fault timeline.
+//! real multi-process cluster under a scripted fault timeline. The producer post's
+//! retry-reorder shows reordered and duplicated sends, and its idempotent twin shows none.
 //!
 //! The runs take a lock: two clusters at once would starve each other on two cores.
 
@@ -122,5 +123,24 @@ fn canary_skip_follower_truncation_is_caught() {
     twin_without_canary_lacks(
         "canary-skip-follower-truncation",
         "anomaly:inconsistent-offsets",
+    );
+}
+
+#[test]
+fn retried_batches_without_idempotence_land_reordered_and_twice() {
+    let judged = shows("retry-reorder");
+    let retried = evidence(&judged, "retried");
+    assert!(!retried.starts_with("0 "), "{retried}");
+    assert_eq!(judged["verdict"], "invalid");
+}
+
+#[test]
+fn the_idempotent_twin_is_retried_yet_neither_reorders_nor_duplicates() {
+    let judged = shows("retry-reorder-idempotent");
+    assert_eq!(judged["verdict"], "valid");
+    let retried = evidence(&judged, "retried");
+    assert!(
+        !retried.starts_with("0 "),
+        "the stalls hit sends in flight: {retried}"
     );
 }

@@ -8,6 +8,8 @@
 //!   adapter, the ops it writes, its topics and final phase).
 //! - [`recorder`]: the single writer of `history.jsonl`.
 //! - [`queue`]: Jepsen's queue workload (send / poll / assign / crash, final reads).
+//! - [`producer`]: one batching producer per process, many sends in flight, each send's
+//!   order of submission and outcome recorded (`produce`), final reads.
 //!
 //! ```text
 //!  QueueGenerator ──Invocation──▶ QueueClient ──logjam-client──▶ cluster
@@ -16,6 +18,7 @@
 //!                                 Recorder ──▶ history.jsonl ──▶ logjam-checkers
 //! ```
 
+pub mod producer;
 pub mod queue;
 pub mod recorder;
 pub mod workload;

@@ -12,6 +12,8 @@
 //! - [`pairing`]: [`Pairer`] folds invoke + completion into [`CompletedOp`]; malformed
 //!   histories become [`PairingError`]s (harness errors, never cluster anomalies).
 //! - [`builder`]: [`HistoryBuilder`] for tests and fixtures.
+//! - [`produce`]: the producer workload's `produce` value ([`ProduceValue`]): each send's
+//!   order of submission within its producer and its own outcome.
 //! - [`nemesis`]: the values nemesis ops carry: faults and undos ([`NemesisValue`]) and the
 //!   leader watcher's `leader-change` ([`LeadershipChange`]).
 //!
@@ -67,6 +69,7 @@
 //! | `txn` | a mix of the micro-ops above | the same, filled in |
 //! | `assign`, `subscribe` | `[k1, k2, ...]` | the same |
 //! | `crash` | `null` | always `info` |
+//! | `produce` | `{"sends": [{"seq", "key", "value"}, ...]}` | the same, each send with `outcome`, `offset`, `attempts`, `error`, `blocked_us`, `latency_us` ([`produce`]) |
 //! | nemesis (`partition`, `heal`, `kill`, `restart`, `pause`, `resume`, ...) | free-form, `{"targets": [...], ...}` | process `"nemesis"`, usually a single `info` line; an `invoke` + `info` pair is also accepted |
 //!
 //! `final-poll` marks the polls of the final phase (after healing and recovery); the
@@ -117,6 +120,7 @@ pub mod ids;
 pub mod nemesis;
 pub mod op;
 pub mod pairing;
+pub mod produce;
 pub mod reader;
 pub mod writer;
 
@@ -128,5 +132,6 @@ pub use op::{Function, KeyReads, MicroOp, Op, OpDecodeError, OpType, OpValue, Re
 pub use pairing::{
     CompletedOp, NemesisEvent, Outcome, Paired, PairedHistory, Pairer, PairingError, pair,
 };
+pub use produce::{ProduceValue, ProducedSend, SendOutcome};
 pub use reader::{HistoryReader, ReadError};
 pub use writer::{HistoryWriter, WriteError};

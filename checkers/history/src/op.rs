@@ -63,6 +63,9 @@ pub enum Function {
     /// The end of the final reads: `{"ends": {key: offset}}`, every key's log read from its
     /// start to that end (nothing at or past it).
     LogEnd,
+    /// The producer workload's op: several sends submitted to one batching producer, each with
+    /// its order of submission and its own outcome (`{"sends": [...]}`, see [`crate::produce`]).
+    Produce,
     /// Nemesis: cut the network.
     Partition,
     /// Nemesis: remove every network partition.
@@ -91,6 +94,7 @@ impl Function {
             Function::Subscribe => "subscribe",
             Function::Crash => "crash",
             Function::LogEnd => "log-end",
+            Function::Produce => "produce",
             Function::Partition => "partition",
             Function::Heal => "heal",
             Function::Kill => "kill",
@@ -112,6 +116,7 @@ impl Function {
             "subscribe" => Function::Subscribe,
             "crash" => Function::Crash,
             "log-end" => Function::LogEnd,
+            "produce" => Function::Produce,
             "partition" => Function::Partition,
             "heal" => Function::Heal,
             "kill" => Function::Kill,

@@ -80,6 +80,8 @@ pub struct RecordMetadata {
     pub offset: Option<Offset>,
     /// The record's create time, ms since the Unix epoch.
     pub timestamp_ms: i64,
+    /// How many produce requests carried the record's batch (more than one: it was retried).
+    pub attempts: u32,
 }
 
 /// Why a record was not acknowledged, and whether it may still be in the log.

@@ -9,7 +9,7 @@
 //! - [`record`]: run.json's figures, the achieved rates, the replay command, timestamps.
 //!
 //! This file ties them together: start the lab, drive the workload under faults, stop the
-//! lab, check the history, store the run under `results/<timestamp>-queue-seed<N>/` and point
+//! lab, check the history, store the run under `results/<timestamp>-<workload>-seed<N>/` and point
 //! `results/latest` at it. The exit code is the checkers' verdict (0 valid, 1 invalid, 2
 //! unknown); anything that goes wrong in the harness itself is an error (exit 3), never a
 //! verdict.
@@ -28,7 +28,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 pub(crate) use self::record::timestamp;
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, WorkloadName};
 use crate::lab::{self, Lab, LabSpec, NetworkMode};
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{self, Action, Step};
@@ -119,7 +119,9 @@ pub fn execute(
     let run_dir = args.results_dir.join(format!(
         "{}-{}-seed{seed}",
         timestamp(started, true),
-        label.as_ref().map_or("queue", |label| label.name.as_str())
+        label
+            .as_ref()
+            .map_or(args.workload.as_str(), |label| label.name.as_str())
     ));
     std::fs::create_dir_all(&run_dir)
         .with_context(|| format!("cannot create {}", run_dir.display()))?;
@@ -128,7 +130,7 @@ pub fn execute(
         None => record::replay_command(args, seed),
     };
     let run_json = json!({
-        "workload": "queue",
+        "workload": args.workload.as_str(),
         "seed": seed,
         "nodes": args.nodes,
         "controllers": args.controllers,
@@ -183,9 +185,29 @@ pub fn execute(
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(async {
-        let queue = workload::queue(args, &settings, &lab.bootstrap());
+        let bootstrap = lab.bootstrap();
+        let script = script.as_deref();
+        let driven = async {
+            match args.workload {
+                WorkloadName::Queue => {
+                    let queue = workload::queue(args, &settings, &bootstrap);
+                    workload::drive(
+                        args, queue, seed, &mut lab, &run_dir, &settings, &faults, script, started,
+                    )
+                    .await
+                }
+                WorkloadName::Producer => {
+                    let producer = workload::producer(args, &settings, &bootstrap);
+                    workload::drive(
+                        args, producer, seed, &mut lab, &run_dir, &settings, &faults, script,
+                        started,
+                    )
+                    .await
+                }
+            }
+        };
         tokio::select! {
-            outcome = workload::drive(args, queue, seed, &mut lab, &run_dir, &settings, &faults, script.as_deref(), started) => outcome,
+            outcome = driven => outcome,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });

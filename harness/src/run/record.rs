@@ -61,6 +61,9 @@ pub(super) fn replay_command(args: &RunArgs, seed: u64) -> String {
     for setting in &args.set {
         command.push_str(&format!(" --set {setting}"));
     }
+    if args.workload != crate::cli::WorkloadName::Queue {
+        command.push_str(&format!(" --workload {}", args.workload.as_str()));
+    }
     if args.network == NetworkMode::Loopback {
         command.push_str(" --network loopback");
     }

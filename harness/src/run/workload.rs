@@ -1,4 +1,4 @@
-//! The workload phase of a run, inside the runtime: builds the workload (today the queue) from
+//! The workload phase of a run, inside the runtime: builds the workload (queue or producer) from
 //! the run's settings, opens the history, and then, until the time limit, lets the schedule
 //! hand ops to client processes while the nemesis injects and undoes faults and the watcher
 //! records leader changes; heals everything, waits for the schedule's open ops, waits for the
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use logjam_history::{Header, ProcessId};
+use logjam_workloads::producer::{ProducerSettings, ProducerWorkload};
 use logjam_workloads::queue::{QueueSettings, QueueWorkload};
 use logjam_workloads::recorder::Recorder;
 use logjam_workloads::workload::Workload;
@@ -45,6 +46,24 @@ pub(super) fn queue(args: &RunArgs, settings: &Settings, bootstrap: &str) -> Que
         producer,
         consumer,
         poll_timeout: Duration::from_millis(100),
+        send_timeout: settings.delivery_timeout() + SEND_GRACE,
+    })
+}
+
+/// The producer workload with the run's settings, talking to `bootstrap`.
+pub(super) fn producer(args: &RunArgs, settings: &Settings, bootstrap: &str) -> ProducerWorkload {
+    let mut producer = vec![("bootstrap.servers".to_owned(), bootstrap.to_owned())];
+    producer.extend(settings.producer());
+    let mut consumer = vec![
+        ("bootstrap.servers".to_owned(), bootstrap.to_owned()),
+        ("auto.offset.reset".to_owned(), "earliest".to_owned()),
+    ];
+    consumer.extend(settings.consumer());
+    ProducerWorkload::new(ProducerSettings {
+        topic: "producer".to_owned(),
+        keys: args.keys,
+        producer,
+        consumer,
         send_timeout: settings.delivery_timeout() + SEND_GRACE,
     })
 }

@@ -151,7 +151,8 @@ impl Targets {
         }
     }
 
-    fn observe(&self, key: Key, offset: i64) {
+    /// Raises `key`'s target to `offset` if it is higher.
+    pub fn observe(&self, key: Key, offset: i64) {
         if let Some(highest) = self.highest.get(&key.0) {
             highest.fetch_max(offset, Ordering::Relaxed);
         }

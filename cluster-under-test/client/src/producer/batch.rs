@@ -203,6 +203,7 @@ impl ProducerBatch {
                 partition: self.partition.clone(),
                 offset: base_offset.map(|o| Offset(o.0 + index as i64)),
                 timestamp_ms: record.timestamp_ms,
+                attempts: self.attempts,
             }));
         }
     }
