@@ -134,10 +134,8 @@ fn after_an_isr_shrink_to_the_leader_its_power_loss_hands_leadership_to_an_elr_m
             partition_state(observer, "shrink")
         );
         // Until the controller acts, the metadata still names broker 2 at its old epoch.
-        if let Some((leader, _)) = partition_state(observer, "shrink") {
-            if leader == 3 || leader == 4 {
-                break leader;
-            }
+        if let Some((leader @ (3 | 4), _)) = partition_state(observer, "shrink") {
+            break leader;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
