@@ -116,6 +116,7 @@ pub(super) async fn drive<W: Workload>(
         faults,
         script,
         Duration::from_secs(args.nemesis_interval.max(1)),
+        super::isr_shrink::ShrinkTiming::from_settings(&settings.node),
     );
     let workload_start = Instant::now();
     let (cpu_at_start, _) = observe::cpu_seconds();
