@@ -84,6 +84,7 @@
 //! ```
 
 pub mod anomaly;
+pub mod attribution;
 pub mod checker;
 pub mod durability;
 pub mod error;

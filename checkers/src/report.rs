@@ -213,6 +213,14 @@ impl Report {
                 "  durability: {} of {} acknowledged writes lost, {} unconfirmed (final reads: {:?})",
                 d.lost, d.acknowledged, d.unconfirmed, d.final_reads
             );
+            if d.lost > 0 {
+                let _ = writeln!(
+                    s,
+                    "    lost {} by mechanism: {}",
+                    d.lost,
+                    mechanism_list(&d.lost_by_mechanism)
+                );
+            }
             for p in d.partitions.iter().filter(|p| p.lost_count > 0) {
                 let name = p.topic_partition.as_ref().map_or_else(
                     || format!("key {}", p.key),
@@ -278,4 +286,15 @@ impl Report {
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
+}
+
+/// `212 isr-of-one, 3 unattributed`: counts per loss mechanism, largest first.
+pub fn mechanism_list(counts: &BTreeMap<String, u64>) -> String {
+    let mut sorted: Vec<(&String, &u64)> = counts.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    sorted
+        .iter()
+        .map(|(name, count)| format!("{count} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
