@@ -25,6 +25,9 @@ pub(super) struct Nemesis<'a> {
     rng: StdRng,
     interval: Duration,
     timing: ShrinkTiming,
+    /// When the workload phase ends: an ISR-shrink fault is not begun when its wait for the
+    /// shrink could outlast it.
+    deadline: Option<Instant>,
     start: Instant,
     next_fault: Instant,
     active: Vec<Active>,
@@ -47,10 +50,17 @@ impl<'a> Nemesis<'a> {
             rng: StdRng::seed_from_u64(seed.rotate_left(7) ^ 0x6e656d65),
             interval,
             timing,
+            deadline: None,
             start,
             next_fault: start + interval,
             active: Vec::new(),
         }
+    }
+
+    /// Ends the workload phase at `deadline`, for the schedule's ISR-shrink faults.
+    pub(super) fn with_deadline(mut self, deadline: Instant) -> Nemesis<'a> {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// The faults in force, for the progress line.
@@ -132,7 +142,15 @@ impl<'a> Nemesis<'a> {
             Some(fault) => undo(lab, recorder, fault, &self.active)?,
             None => {
                 let fault = self.faults[self.rng.random_range(0..self.faults.len())];
+                let too_late = self.deadline.is_some_and(|deadline| {
+                    Instant::now()
+                        + self.timing.expected(lab.has_network())
+                        + isr_shrink::HOLD_AFTER_SHRINK
+                        > deadline
+                });
                 let injected = match fault {
+                    // Its wait for the shrink could outlast the run: this slot stays empty.
+                    Fault::IsrShrink(_) if too_late => None,
                     Fault::IsrShrink(ending) => {
                         let at = Where {
                             bootstrap,

@@ -19,6 +19,10 @@ use tokio::time::Instant;
 use crate::lab::Lab;
 use crate::nemesis::Ending;
 
+/// How long writes go on against the ISR of one before the leader is taken down: what the
+/// leader acknowledges alone in that window is what `min.insync.replicas=1` puts at risk.
+pub(crate) const HOLD_AFTER_SHRINK: Duration = Duration::from_secs(5);
+
 /// The node settings the shrink waits on, with Kafka's defaults.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShrinkTiming {
@@ -47,7 +51,8 @@ impl ShrinkTiming {
 
     /// How long to wait for the ISR to shrink: the longest Kafka may take (1.5 times the lag
     /// limit, as the leader checks every half of it; or the session for a pause), plus 10 s for
-    /// the AlterPartition and the metadata to show it.
+    /// the AlterPartition and the metadata to show it. The whole fault takes up to this plus
+    /// [`HOLD_AFTER_SHRINK`].
     pub(crate) fn wait(self, cut: bool) -> Duration {
         let ms = if cut {
             self.replica_lag_ms + self.replica_lag_ms / 2
@@ -56,6 +61,12 @@ impl ShrinkTiming {
                 .min(self.replica_lag_ms + self.replica_lag_ms / 2)
         };
         Duration::from_millis(ms + 10_000)
+    }
+
+    /// The longest Kafka itself should take to shrink the ISR (without the margin of
+    /// [`wait`](Self::wait)): what the schedule leaves room for before the run ends.
+    pub(crate) fn expected(self, cut: bool) -> Duration {
+        self.wait(cut) - Duration::from_secs(10)
     }
 }
 
@@ -196,10 +207,13 @@ pub(super) async fn inject(
         None,
     )?;
     eprintln!(
-        "logjam: nemesis isr-shrink: ISR of partition {index} is {} alone after {:.1} s",
+        "logjam: nemesis isr-shrink: ISR of partition {index} is {} alone after {:.1} s; \
+         writes go on for {} s",
         name(leader),
-        waited_ms as f64 / 1000.0
+        waited_ms as f64 / 1000.0,
+        HOLD_AFTER_SHRINK.as_secs()
     );
+    tokio::time::sleep(HOLD_AFTER_SHRINK).await;
     match ending {
         Ending::Kill => lab.kill(leader),
         Ending::PowerLoss => lab.power_loss(leader).map(|loss| {

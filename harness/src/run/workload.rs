@@ -117,7 +117,8 @@ pub(super) async fn drive<W: Workload>(
         script,
         Duration::from_secs(args.nemesis_interval.max(1)),
         super::isr_shrink::ShrinkTiming::from_settings(&settings.node),
-    );
+    )
+    .with_deadline(deadline);
     let workload_start = Instant::now();
     let (cpu_at_start, _) = observe::cpu_seconds();
     let mut progress = crate::progress::Progress::new(args.time_limit);
