@@ -141,6 +141,18 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
 /// default fault duration; says so.
 fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
     let mut args = args.clone();
+    let isr_shrink = args.run.nemesis == DEFAULT_NEMESIS || args.run.nemesis.contains("isr-shrink");
+    if isr_shrink && args.run.nodes == 3 && args.run.controllers == 0 {
+        // Cutting a leader from its followers must leave the replication path broken and the
+        // controller path whole, as in production: with three combined nodes the cut leader
+        // also loses the quorum and is fenced before its ISR can shrink.
+        args.run.nodes = 6;
+        args.run.controllers = 3;
+        eprintln!(
+            "logjam matrix: 6 nodes, 3 of them dedicated controllers, for the ISR-shrink faults \
+             (--nodes and --controllers to choose)"
+        );
+    }
     if args.run.nemesis == DEFAULT_NEMESIS {
         args.run.nemesis = MATRIX_NEMESIS.to_owned();
         eprintln!(
