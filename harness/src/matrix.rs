@@ -196,6 +196,8 @@ fn run_options(run: &RunArgs, settings: &[String]) -> Vec<OsString> {
     let mut options: Vec<OsString> = vec![
         "--nodes".into(),
         run.nodes.to_string().into(),
+        "--controllers".into(),
+        run.controllers.to_string().into(),
         "--time-limit".into(),
         run.time_limit.to_string().into(),
         "--rate".into(),
