@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::anomaly::AnomalyKind;
 use crate::attribution::{Evidence, Mechanism, counts};
+use crate::availability::{Unavailable, unavailable};
 use crate::fxhash::FxHashMap;
 use crate::queue::index::{KeyId, NO_INDEX, QueueIndex};
 use crate::queue::loss::{FinalReadSource, FinalReads};
@@ -95,6 +96,8 @@ pub struct DurabilityReport {
     pub partitions: Vec<PartitionDurability>,
     /// The nemesis events that lost writes refer to.
     pub nemesis_events: Vec<NemesisEvent>,
+    /// Partitions still without a leader after the heal (`crate::availability`).
+    pub unavailable: Vec<Unavailable>,
 }
 
 impl DurabilityReport {
@@ -108,6 +111,7 @@ impl DurabilityReport {
             unconfirmed: 0,
             partitions: Vec::new(),
             nemesis_events: Vec::new(),
+            unavailable: Vec::new(),
         }
     }
 }
@@ -260,6 +264,7 @@ pub(crate) fn report(
             .iter()
             .flat_map(|p| p.lost.iter().map(|w| w.mechanism)),
     );
+    report.unavailable = unavailable(nemesis);
     report.nemesis_events = nemesis_sorted
         .into_iter()
         .zip(referenced)

@@ -85,6 +85,7 @@
 
 pub mod anomaly;
 pub mod attribution;
+pub mod availability;
 pub mod checker;
 pub mod durability;
 pub mod error;

@@ -207,6 +207,19 @@ impl Report {
             }
         }
         let d = &self.durability;
+        for u in &d.unavailable {
+            let _ = writeln!(
+                s,
+                "  unavailable: partition {} had no leader after the heal, since {:.1} s{}",
+                u.partition,
+                u.since_ns as f64 / 1e9,
+                if u.since_seen {
+                    ""
+                } else {
+                    " (when the harness gave up waiting; the watcher saw no change to no leader)"
+                }
+            );
+        }
         if d.lost > 0 || d.unconfirmed > 0 {
             let _ = writeln!(
                 s,
