@@ -20,6 +20,8 @@ use logjam_history::{Header, Key, NemesisEvent, Offset, OpIndex, Outcome, TopicP
 use serde::Serialize;
 
 use crate::anomaly::AnomalyKind;
+use crate::attribution::{Evidence, Mechanism, counts};
+use crate::availability::{Unavailable, unavailable};
 use crate::fxhash::FxHashMap;
 use crate::queue::index::{KeyId, NO_INDEX, QueueIndex};
 use crate::queue::loss::{FinalReadSource, FinalReads};
@@ -50,6 +52,8 @@ pub struct LostWrite {
     pub reason: String,
     /// Nemesis events (their indices) between the acknowledgement and the final read.
     pub nemesis_between: Vec<OpIndex>,
+    /// The mechanism that let it go, from what the history shows (`crate::attribution`).
+    pub mechanism: Mechanism,
 }
 
 /// Losses on one key (topic-partition).
@@ -84,12 +88,16 @@ pub struct DurabilityReport {
     pub acknowledged: u64,
     /// Of which lost.
     pub lost: u64,
+    /// Lost writes per mechanism (`acks-1`, `isr-of-one`, ..., `unattributed`).
+    pub lost_by_mechanism: BTreeMap<String, u64>,
     /// Of which unconfirmed (late or lost: unknown).
     pub unconfirmed: u64,
     /// Keys with at least one lost or unconfirmed write.
     pub partitions: Vec<PartitionDurability>,
     /// The nemesis events that lost writes refer to.
     pub nemesis_events: Vec<NemesisEvent>,
+    /// Partitions still without a leader after the heal (`crate::availability`).
+    pub unavailable: Vec<Unavailable>,
 }
 
 impl DurabilityReport {
@@ -99,9 +107,11 @@ impl DurabilityReport {
             final_reads: FinalReadSource::None,
             acknowledged: 0,
             lost: 0,
+            lost_by_mechanism: BTreeMap::new(),
             unconfirmed: 0,
             partitions: Vec::new(),
             nemesis_events: Vec::new(),
+            unavailable: Vec::new(),
         }
     }
 }
@@ -126,6 +136,12 @@ pub(crate) fn report(
     let mut nemesis_sorted: Vec<&NemesisEvent> = nemesis.iter().collect();
     nemesis_sorted.sort_by_key(|n| n.time_ns);
     let mut referenced = vec![false; nemesis_sorted.len()];
+    let acks = header
+        .config
+        .get("client")
+        .and_then(|client| client.get("acks"))
+        .and_then(|acks| acks.as_str());
+    let evidence = Evidence::new(acks, nemesis);
     for record in &index.ops {
         if record.op.outcome != Outcome::Ok {
             continue;
@@ -186,6 +202,10 @@ pub(crate) fn report(
                 })
                 .collect();
             let log = &index.keys[send.key as usize];
+            let partition = header
+                .topic_partition(index.key(send.key))
+                .map(|tp| i64::from(tp.partition));
+            let mechanism = evidence.attribute(partition, ack_time_ns, final_time);
             report.lost += 1;
             entry.2.push((
                 send.index,
@@ -196,6 +216,7 @@ pub(crate) fn report(
                     ack_time_ns,
                     reason,
                     nemesis_between: between,
+                    mechanism,
                 },
             ));
         }
@@ -237,6 +258,13 @@ pub(crate) fn report(
             final_read_time_ns: finals.keys[key_id as usize].last_time_ns,
         });
     }
+    report.lost_by_mechanism = counts(
+        report
+            .partitions
+            .iter()
+            .flat_map(|p| p.lost.iter().map(|w| w.mechanism)),
+    );
+    report.unavailable = unavailable(nemesis);
     report.nemesis_events = nemesis_sorted
         .into_iter()
         .zip(referenced)

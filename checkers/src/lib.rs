@@ -86,6 +86,8 @@
 //! ```
 
 pub mod anomaly;
+pub mod attribution;
+pub mod availability;
 pub mod checker;
 pub mod durability;
 pub mod error;

@@ -220,12 +220,33 @@ impl Report {
             return s;
         }
         let d = &self.durability;
+        for u in &d.unavailable {
+            let _ = writeln!(
+                s,
+                "  unavailable: partition {} had no leader after the heal, since {:.1} s{}",
+                u.partition,
+                u.since_ns as f64 / 1e9,
+                if u.since_seen {
+                    ""
+                } else {
+                    " (when the harness gave up waiting; the watcher saw no change to no leader)"
+                }
+            );
+        }
         if d.lost > 0 || d.unconfirmed > 0 {
             let _ = writeln!(
                 s,
                 "  durability: {} of {} acknowledged writes lost, {} unconfirmed (final reads: {:?})",
                 d.lost, d.acknowledged, d.unconfirmed, d.final_reads
             );
+            if d.lost > 0 {
+                let _ = writeln!(
+                    s,
+                    "    lost {} by mechanism: {}",
+                    d.lost,
+                    mechanism_list(&d.lost_by_mechanism)
+                );
+            }
             for p in d.partitions.iter().filter(|p| p.lost_count > 0) {
                 let name = p.topic_partition.as_ref().map_or_else(
                     || format!("key {}", p.key),
@@ -312,4 +333,15 @@ fn producer_summary(s: &mut String, p: &ProducerStats) {
         "  send() blocked (max.block.ms: metadata, buffer.memory): p50 {:.3} ms, p99 {:.3} ms, max {:.1} ms, {:.1} ms in all; {} sends blocked >= 1 ms, {} failed on buffer exhaustion",
         b.p50_ms, b.p99_ms, b.max_ms, b.total_ms, p.blocked_over_1ms, p.buffer_exhausted
     );
+}
+
+/// `212 isr-of-one, 3 unattributed`: counts per loss mechanism, largest first.
+pub fn mechanism_list(counts: &BTreeMap<String, u64>) -> String {
+    let mut sorted: Vec<(&String, &u64)> = counts.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    sorted
+        .iter()
+        .map(|(name, count)| format!("{count} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

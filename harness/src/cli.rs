@@ -131,7 +131,10 @@ pub struct RunArgs {
     pub keys: u32,
     /// Faults, comma-separated, drawn at random one at a time: kill, stop, pause, partition
     /// (any kind) or partition-one, -minority, -majorities-ring, -bridge, -leader, -one-way,
-    /// power-loss, corrupt, disk-full; `none` for a fault-free run.
+    /// power-loss, corrupt, disk-full, and the Kafka-aware isr-shrink-kill and
+    /// isr-shrink-power-loss (a partition's followers cut from its leader until the ISR is the
+    /// leader alone, which takes up to 1.5 x replica.lag.time.max.ms, 45 s at Kafka's
+    /// default; then the leader is killed or loses power); `none` for a fault-free run.
     #[arg(long, default_value = DEFAULT_NEMESIS)]
     pub nemesis: String,
     /// A scripted fault timeline to follow instead of the random schedule (format: see

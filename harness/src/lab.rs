@@ -522,6 +522,11 @@ impl Lab {
             .set_cuts(cuts)
     }
 
+    /// Whether the nodes sit in network namespaces, so links between them can be cut.
+    pub fn has_network(&self) -> bool {
+        self.network.is_some()
+    }
+
     /// Removes every partition.
     ///
     /// # Errors

@@ -9,10 +9,10 @@
 //! multi-valued key, in the order given (the last key varies fastest); single-valued settings
 //! apply to every cell. Without any `--set` the sweep is `acks=1,all` ×
 //! `min.insync.replicas=1,2` × `unclean.leader.election.enable=false,true` (8 cells, the
-//! replication factor left at its default of 3). The faults default to `kill,partition`, 15 s
-//! each: a `--nemesis` left at `logjam run`'s default (`kill,pause,partition`) is replaced,
-//! and so is the 5 s interval, which is shorter than a broker's session timeout and moved no
-//! leader for long enough to tell the cells apart.
+//! replication factor left at its default of 3). The faults default to the Kafka-aware
+//! `isr-shrink-kill,isr-shrink-power-loss` (a `--nemesis` left at `logjam run`'s default,
+//! `kill,pause,partition`, is replaced): random kills and partitions never shrank an ISR, and
+//! every acks=all cell came out valid whatever min.insync.replicas said.
 //!
 //! # Output and exit code
 //!
@@ -47,13 +47,16 @@ const DEFAULT_SWEEP: &[&str] = &[
     "unclean.leader.election.enable=false,true",
 ];
 
-/// The matrix's default faults, in place of `logjam run`'s: the two that move leadership and
-/// lose unreplicated writes.
-const MATRIX_NEMESIS: &str = "kill,partition";
-/// With the default faults, each lasts 15 s: longer than `broker.session.timeout.ms` (9 s),
-/// so a partitioned or killed leader is replaced while it is away, which is what separates
-/// the cells (with 5 s faults every cell of the default sweep came out valid, 0 lost).
-const MATRIX_INTERVAL: u64 = 15;
+/// The matrix's default faults, in place of `logjam run`'s: the Kafka-aware ones, which aim at
+/// what the swept settings decide. Random kills and 15 s partitions never shrank an ISR
+/// (`replica.lag.time.max.ms` is 30 s) and every acks=all cell came out valid whatever
+/// min.insync.replicas said (issue 17).
+const MATRIX_NEMESIS: &str = "isr-shrink-kill,isr-shrink-power-loss";
+/// With the default faults, 5 s between a fault's end and its undo, and between faults: the
+/// first ISR shrink begins 5 s in, and at Kafka's `replica.lag.time.max.ms` (30 s) the shrink
+/// shows within 45 s, so it completes within the default 60 s run; a shrink that could not
+/// complete before the run ends is not begun.
+const MATRIX_INTERVAL: u64 = 5;
 
 /// Anomaly kinds the "lost" column already counts (the durability report's proven losses),
 /// left out of "other anomalies". `unseen` (lost or merely late) stays in.
@@ -138,6 +141,18 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
 /// default fault duration; says so.
 fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
     let mut args = args.clone();
+    let isr_shrink = args.run.nemesis == DEFAULT_NEMESIS || args.run.nemesis.contains("isr-shrink");
+    if isr_shrink && args.run.nodes == 3 && args.run.controllers == 0 {
+        // Cutting a leader from its followers must leave the replication path broken and the
+        // controller path whole, as in production: with three combined nodes the cut leader
+        // also loses the quorum and is fenced before its ISR can shrink.
+        args.run.nodes = 6;
+        args.run.controllers = 3;
+        eprintln!(
+            "logjam matrix: 6 nodes, 3 of them dedicated controllers, for the ISR-shrink faults \
+             (--nodes and --controllers to choose)"
+        );
+    }
     if args.run.nemesis == DEFAULT_NEMESIS {
         args.run.nemesis = MATRIX_NEMESIS.to_owned();
         eprintln!(
@@ -181,6 +196,8 @@ fn run_options(run: &RunArgs, settings: &[String]) -> Vec<OsString> {
     let mut options: Vec<OsString> = vec![
         "--nodes".into(),
         run.nodes.to_string().into(),
+        "--controllers".into(),
+        run.controllers.to_string().into(),
         "--time-limit".into(),
         run.time_limit.to_string().into(),
         "--rate".into(),
@@ -341,6 +358,8 @@ struct CellSummary {
     acknowledged_total: u64,
     /// Acknowledged writes neither read back nor proven lost, over every run.
     unconfirmed_total: u64,
+    /// Lost writes per mechanism, over every run.
+    lost_by_mechanism: BTreeMap<String, u64>,
     /// Bad anomaly kinds other than the durability ones, with summed counts.
     other_bad_anomalies: BTreeMap<String, u64>,
     /// Mean over runs with a verdict of each run's largest per-key refused time.
@@ -380,6 +399,12 @@ impl CellSummary {
             summary.lost_per_run.push(Some(outcome.lost));
             summary.acknowledged_total += outcome.acknowledged;
             summary.unconfirmed_total += outcome.unconfirmed;
+            for (mechanism, count) in &outcome.lost_by_mechanism {
+                *summary
+                    .lost_by_mechanism
+                    .entry(mechanism.clone())
+                    .or_default() += count;
+            }
             for (kind, count) in &outcome.anomalies {
                 if count.bad && !DURABILITY_KINDS.contains(&kind.as_str()) {
                     *summary.other_bad_anomalies.entry(kind.clone()).or_default() += count.count;
@@ -424,6 +449,12 @@ impl CellSummary {
             text.push_str(&format!(" ({})", per_run.join(", ")));
         }
         text.push_str(&format!(" of {}", self.acknowledged_total));
+        if !self.lost_by_mechanism.is_empty() {
+            text.push_str(&format!(
+                ": {}",
+                logjam_checkers::report::mechanism_list(&self.lost_by_mechanism)
+            ));
+        }
         if self.unconfirmed_total > 0 {
             text.push_str(&format!(", {} unconfirmed", self.unconfirmed_total));
         }
@@ -489,7 +520,9 @@ impl MatrixReport {
         }
         md.push_str(
             "\nLost: the durability report's acknowledged writes lost (sum, per run in \
-             parentheses; unconfirmed: neither read back nor proven lost). Other bad \
+             parentheses; then per mechanism: acks-1, isr-of-one, unclean-election, \
+             last-replica-truncated, unflushed-tail, divergent-truncation, unattributed; \
+             unconfirmed: neither read back nor proven lost). Other bad \
              anomalies: kinds the policy forbids, proven lost writes excepted. Refused: per run, the longest time one partition refused writes; \
              averaged over the cell's runs.\n",
         );

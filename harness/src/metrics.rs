@@ -50,6 +50,8 @@ pub struct RunOutcome {
     pub lost: u64,
     /// Acknowledged writes neither read nor proven lost.
     pub unconfirmed: u64,
+    /// The lost writes per mechanism (`isr-of-one`, `unclean-election`, ..., `unattributed`).
+    pub lost_by_mechanism: BTreeMap<String, u64>,
     /// Every anomaly kind found, with its count and whether the policy forbids it.
     pub anomalies: BTreeMap<String, AnomalyCount>,
     /// How long writes were refused, per key and overall.
@@ -186,6 +188,7 @@ pub fn outcome(run_dir: &Path) -> anyhow::Result<RunOutcome> {
         acknowledged: report.durability.acknowledged,
         lost: report.durability.lost,
         unconfirmed: report.durability.unconfirmed,
+        lost_by_mechanism: report.durability.lost_by_mechanism.clone(),
         anomalies: report
             .anomalies
             .iter()
@@ -278,6 +281,8 @@ struct DurabilityFile {
     lost: u64,
     #[serde(default)]
     unconfirmed: u64,
+    #[serde(default)]
+    lost_by_mechanism: BTreeMap<String, u64>,
     #[serde(default)]
     partitions: Vec<LostOnKey>,
 }

@@ -46,6 +46,20 @@ pub enum Fault {
     Corrupt,
     /// Writes fail with ENOSPC; undone by freeing the disk.
     DiskFull,
+    /// Kafka-aware: a partition's followers are cut from its leader (paused on a loopback
+    /// network) until the metadata shows the ISR shrunk to the leader, while writes go on;
+    /// then the leader is killed (`isr-shrink-kill`) or loses power
+    /// (`isr-shrink-power-loss`). Undone by healing (resuming) and restarting the leader.
+    IsrShrink(Ending),
+}
+
+/// How an ISR-shrink fault ends the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ending {
+    /// SIGKILL: the page cache survives, nothing acknowledged is lost by the crash itself.
+    Kill,
+    /// Power loss: whatever the leader had not fsynced is gone.
+    PowerLoss,
 }
 
 const PARTITION_KINDS: [(&str, PartitionKind); 6] = [
@@ -60,7 +74,7 @@ const PARTITION_KINDS: [(&str, PartitionKind); 6] = [
 /// Every name `--nemesis` accepts.
 pub const NAMES: &str = "kill, stop, pause, partition (any kind below), partition-one, \
     partition-minority, partition-majorities-ring, partition-bridge, partition-leader, \
-    partition-one-way, power-loss, corrupt, disk-full";
+    partition-one-way, power-loss, corrupt, disk-full, isr-shrink-kill, isr-shrink-power-loss";
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -79,6 +93,8 @@ impl fmt::Display for Fault {
             Fault::PowerLoss => f.write_str("power-loss"),
             Fault::Corrupt => f.write_str("corrupt"),
             Fault::DiskFull => f.write_str("disk-full"),
+            Fault::IsrShrink(Ending::Kill) => f.write_str("isr-shrink-kill"),
+            Fault::IsrShrink(Ending::PowerLoss) => f.write_str("isr-shrink-power-loss"),
         }
     }
 }
@@ -88,6 +104,7 @@ impl Fault {
     pub fn undo_name(self) -> &'static str {
         match self {
             Fault::Kill | Fault::PowerLoss | Fault::Corrupt => "restart",
+            Fault::IsrShrink(_) => "heal-restart",
             Fault::Stop => "start",
             Fault::Pause => "resume",
             Fault::Partition(_) => "heal",
@@ -102,7 +119,10 @@ impl Fault {
 
     /// Needs the power-loss filesystem under the data directories.
     pub fn needs_lazy_disk(self) -> bool {
-        matches!(self, Fault::PowerLoss | Fault::DiskFull)
+        matches!(
+            self,
+            Fault::PowerLoss | Fault::DiskFull | Fault::IsrShrink(Ending::PowerLoss)
+        )
     }
 }
 
@@ -125,6 +145,8 @@ pub fn parse(list: &str, nodes: usize) -> anyhow::Result<Vec<Fault>> {
             "power-loss" => vec![Fault::PowerLoss],
             "corrupt" => vec![Fault::Corrupt],
             "disk-full" => vec![Fault::DiskFull],
+            "isr-shrink-kill" => vec![Fault::IsrShrink(Ending::Kill)],
+            "isr-shrink-power-loss" => vec![Fault::IsrShrink(Ending::PowerLoss)],
             "partition" => PARTITION_KINDS
                 .iter()
                 .map(|(_, kind)| Fault::Partition(*kind))
@@ -268,7 +290,8 @@ mod tests {
     #[test]
     fn names_round_trip_and_unknown_names_are_refused() {
         let faults = parse(
-            "kill,pause,partition-leader,power-loss,corrupt,disk-full,stop",
+            "kill,pause,partition-leader,power-loss,corrupt,disk-full,stop,isr-shrink-kill,\
+             isr-shrink-power-loss",
             3,
         )
         .unwrap();
@@ -282,9 +305,13 @@ mod tests {
                 "power-loss",
                 "corrupt",
                 "disk-full",
-                "stop"
+                "stop",
+                "isr-shrink-kill",
+                "isr-shrink-power-loss"
             ]
         );
+        assert_eq!(faults[7].undo_name(), "heal-restart");
+        assert!(faults[8].needs_lazy_disk() && !faults[7].needs_lazy_disk());
         assert_eq!(
             parse("partition", 3).unwrap().len(),
             5,

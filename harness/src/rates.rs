@@ -100,6 +100,7 @@ fn undo_of(fault: &str) -> Option<&'static str> {
         "stop" => Some("start"),
         "pause" => Some("resume"),
         "disk-full" => Some("disk-free"),
+        "isr-shrink-kill" | "isr-shrink-power-loss" => Some("heal-restart"),
         name if name == "partition" || name.starts_with("partition-") => Some("heal"),
         _ => None,
     }

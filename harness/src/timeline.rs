@@ -73,7 +73,14 @@ pub struct Step {
     pub line: usize,
 }
 
-const UNDOS: [&str; 5] = ["restart", "start", "resume", "heal", "disk-free"];
+const UNDOS: [&str; 6] = [
+    "restart",
+    "start",
+    "resume",
+    "heal",
+    "disk-free",
+    "heal-restart",
+];
 
 /// Reads and parses a timeline file.
 ///

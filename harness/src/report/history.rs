@@ -149,7 +149,15 @@ pub struct HistoryView {
 
 /// Undo op names, as `nemesis` records them.
 fn is_undo(f: &str) -> bool {
-    ["restart", "start", "resume", "heal", "disk-free"].contains(&f)
+    [
+        "restart",
+        "start",
+        "resume",
+        "heal",
+        "disk-free",
+        "heal-restart",
+    ]
+    .contains(&f)
 }
 
 /// The undo name of a fault name, when the harness knows the fault.

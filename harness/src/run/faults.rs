@@ -13,6 +13,7 @@ use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::isr_shrink::{self, ShrinkTiming};
 use crate::lab::Lab;
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{Action, Step, Targets as ScriptTargets};
@@ -23,6 +24,10 @@ pub(super) struct Nemesis<'a> {
     script: Option<std::iter::Peekable<std::slice::Iter<'a, Step>>>,
     rng: StdRng,
     interval: Duration,
+    timing: ShrinkTiming,
+    /// When the workload phase ends: an ISR-shrink fault is not begun when its wait for the
+    /// shrink could outlast it.
+    deadline: Option<Instant>,
     start: Instant,
     next_fault: Instant,
     active: Vec<Active>,
@@ -36,6 +41,7 @@ impl<'a> Nemesis<'a> {
         faults: &'a [Fault],
         script: Option<&'a [Step]>,
         interval: Duration,
+        timing: ShrinkTiming,
     ) -> Nemesis<'a> {
         let start = Instant::now();
         Nemesis {
@@ -43,10 +49,18 @@ impl<'a> Nemesis<'a> {
             script: script.map(|steps| steps.iter().peekable()),
             rng: StdRng::seed_from_u64(seed.rotate_left(7) ^ 0x6e656d65),
             interval,
+            timing,
+            deadline: None,
             start,
             next_fault: start + interval,
             active: Vec::new(),
         }
+    }
+
+    /// Ends the workload phase at `deadline`, for the schedule's ISR-shrink faults.
+    pub(super) fn with_deadline(mut self, deadline: Instant) -> Nemesis<'a> {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// The faults in force, for the progress line.
@@ -84,6 +98,23 @@ impl<'a> Nemesis<'a> {
                         let b = resolve(lab, b, &mut self.rng, bootstrap, topic).await;
                         self.active.extend(cut(lab, recorder, vec![a, b])?);
                     }
+                    Action::Fault(fault @ Fault::IsrShrink(ending), targets) => {
+                        // `leader:k` names the partition; anything else, a random one.
+                        let partition = match targets {
+                            ScriptTargets::Leader(partition) => *partition,
+                            _ => None,
+                        };
+                        let at = Where {
+                            bootstrap,
+                            topic,
+                            partition,
+                            timing: self.timing,
+                        };
+                        self.active.extend(
+                            inject_isr_shrink(lab, recorder, *fault, *ending, &mut self.rng, at)
+                                .await?,
+                        );
+                    }
                     Action::Fault(fault, targets) => {
                         let chosen = resolve(lab, targets, &mut self.rng, bootstrap, topic).await;
                         self.active.extend(
@@ -111,9 +142,29 @@ impl<'a> Nemesis<'a> {
             Some(fault) => undo(lab, recorder, fault, &self.active)?,
             None => {
                 let fault = self.faults[self.rng.random_range(0..self.faults.len())];
-                self.active.extend(
-                    inject(lab, recorder, fault, None, &mut self.rng, bootstrap, topic).await?,
-                );
+                let too_late = self.deadline.is_some_and(|deadline| {
+                    Instant::now()
+                        + self.timing.expected(lab.has_network())
+                        + isr_shrink::HOLD_AFTER_SHRINK
+                        > deadline
+                });
+                let injected = match fault {
+                    // Its wait for the shrink could outlast the run: this slot stays empty.
+                    Fault::IsrShrink(_) if too_late => None,
+                    Fault::IsrShrink(ending) => {
+                        let at = Where {
+                            bootstrap,
+                            topic,
+                            partition: None,
+                            timing: self.timing,
+                        };
+                        inject_isr_shrink(lab, recorder, fault, ending, &mut self.rng, at).await?
+                    }
+                    _ => {
+                        inject(lab, recorder, fault, None, &mut self.rng, bootstrap, topic).await?
+                    }
+                };
+                self.active.extend(injected);
             }
         }
         Ok(())
@@ -132,7 +183,78 @@ impl<'a> Nemesis<'a> {
 #[derive(Debug)]
 struct Active {
     fault: Fault,
+    /// The nodes it hit; for an ISR shrink, the leader first, then the followers.
     targets: Vec<usize>,
+}
+
+/// Where an ISR-shrink fault aims: the workload's topic, one partition of it (a random one when
+/// `None`), and how long Kafka's settings make the shrink take.
+struct Where<'s> {
+    bootstrap: &'s str,
+    topic: &'s str,
+    partition: Option<u32>,
+    timing: ShrinkTiming,
+}
+
+/// Injects an ISR-shrink fault and records it like [`inject`] does: `info` once the leader is
+/// down, `fail` with the reason when it could not complete (the lab is put right at once).
+async fn inject_isr_shrink(
+    lab: &mut Lab,
+    recorder: &Recorder,
+    fault: Fault,
+    ending: nemesis::Ending,
+    rng: &mut StdRng,
+    at: Where<'_>,
+) -> anyhow::Result<Option<Active>> {
+    let mut value = serde_json::Map::new();
+    let mut shrunk = None;
+    let outcome = isr_shrink::inject(
+        lab,
+        recorder,
+        ending,
+        at.partition,
+        at.timing,
+        rng,
+        at.bootstrap,
+        at.topic,
+        &mut value,
+        &mut shrunk,
+    )
+    .await;
+    let targets: Vec<usize> = shrunk
+        .iter()
+        .flat_map(|s| std::iter::once(s.leader).chain(s.followers.iter().copied()))
+        .collect();
+    value.insert("targets".into(), json!(names(lab, &targets)));
+    let active = Active { fault, targets };
+    match outcome {
+        Ok(()) => {
+            recorder.record(
+                Process::Nemesis,
+                OpType::Info,
+                Function::from_name(&fault.to_string()),
+                OpValue::Json(serde_json::Value::Object(value)),
+                None,
+            )?;
+            eprintln!("logjam: nemesis {}", active.describe(lab));
+            Ok(Some(active))
+        }
+        Err(error) => {
+            eprintln!(
+                "logjam: nemesis {fault} could not complete: {}",
+                crate::error_text::chain(&error)
+            );
+            recorder.record(
+                Process::Nemesis,
+                OpType::Fail,
+                Function::from_name(&fault.to_string()),
+                OpValue::Json(serde_json::Value::Object(value)),
+                Some(json!(crate::error_text::chain(&error))),
+            )?;
+            restore(lab, &active, &[])?;
+            Ok(None)
+        }
+    }
 }
 
 impl Active {
@@ -288,7 +410,9 @@ async fn inject(
                         })
                     }),
                     Fault::DiskFull => lab.set_disk_full(node, true),
-                    Fault::Partition(_) => unreachable!("handled above"),
+                    Fault::Partition(_) | Fault::IsrShrink(_) => {
+                        unreachable!("handled elsewhere")
+                    }
                 };
                 if let Err(error) = result {
                     outcome = Err(error);
@@ -387,13 +511,13 @@ fn cut(
 fn held_down(active: &[Active]) -> Vec<usize> {
     active
         .iter()
-        .filter(|a| {
-            matches!(
-                a.fault,
-                Fault::Kill | Fault::Stop | Fault::PowerLoss | Fault::Corrupt
-            )
+        .flat_map(|a| match a.fault {
+            Fault::Kill | Fault::Stop | Fault::PowerLoss | Fault::Corrupt => a.targets.as_slice(),
+            // The leader only; the followers were cut off or paused, not taken down.
+            Fault::IsrShrink(_) => &a.targets[..a.targets.len().min(1)],
+            _ => &[],
         })
-        .flat_map(|a| a.targets.iter().copied())
+        .copied()
         .collect()
 }
 
@@ -411,6 +535,15 @@ fn restore(lab: &mut Lab, active: &Active, held: &[usize]) -> anyhow::Result<Vec
         Fault::DiskFull => {
             for &node in &active.targets {
                 lab.set_disk_full(node, false)?;
+            }
+        }
+        Fault::IsrShrink(_) => {
+            if let Some((&leader, followers)) = active.targets.split_first() {
+                let shrunk = isr_shrink::Shrunk {
+                    leader,
+                    followers: followers.to_vec(),
+                };
+                isr_shrink::release_followers(lab, &shrunk)?;
             }
         }
         _ => {}

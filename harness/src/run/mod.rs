@@ -15,6 +15,7 @@
 //! verdict.
 
 mod faults;
+mod isr_shrink;
 mod observe;
 mod record;
 mod schedule;

@@ -185,6 +185,23 @@ pub(super) async fn wait_until_ready(
     topics: &[TopicSpec],
     replication_factor: i16,
 ) -> anyhow::Result<()> {
+    let leaderless = wait_for_leaders(bootstrap, topics, replication_factor).await?;
+    if !leaderless.is_empty() {
+        bail!(
+            "the cluster did not become ready within 60 s: partitions without a leader: {leaderless:?}"
+        );
+    }
+    Ok(())
+}
+
+/// As [`wait_until_ready`], but partitions still without a leader after 60 s are returned
+/// (`(topic, partition)`) rather than an error: after the heal, an offline partition is what
+/// the cluster did, a finding. Brokers that never serve are still an error.
+pub(super) async fn wait_for_leaders(
+    bootstrap: &str,
+    topics: &[TopicSpec],
+    replication_factor: i16,
+) -> anyhow::Result<Vec<(String, i32)>> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for address in bootstrap.split(',') {
         while tokio::net::TcpStream::connect(address).await.is_err() {
@@ -201,6 +218,7 @@ pub(super) async fn wait_until_ready(
         .map(|topic| NewTopic::new(&topic.name, topic.partitions as i32, replication_factor))
         .collect();
     let mut last_problem = String::from("no answer yet");
+    let mut leaderless: Option<Vec<(String, i32)>> = None;
     while Instant::now() < deadline {
         // Already existing is fine (a second readiness wait after healing); any other failure
         // shows in the describe below.
@@ -217,14 +235,35 @@ pub(super) async fn wait_until_ready(
                     })
                 }) =>
             {
-                return Ok(());
+                return Ok(Vec::new());
             }
-            Ok(_) => last_problem = "partitions without a leader".to_owned(),
+            Ok(described) => {
+                last_problem = "partitions without a leader".to_owned();
+                let complete = topics.iter().all(|spec| {
+                    described.iter().any(|t| {
+                        t.name == spec.name && t.partitions.len() == spec.partitions as usize
+                    })
+                });
+                leaderless = complete.then(|| {
+                    described
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions
+                                .iter()
+                                .filter(|p| p.leader.is_none_or(|leader| leader.0 < 0))
+                                .map(|p| (t.name.clone(), p.partition.0))
+                        })
+                        .collect()
+                });
+            }
             Err(error) => last_problem = error.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    bail!("the cluster did not become ready within 60 s: {last_problem}")
+    match leaderless {
+        Some(leaderless) if !leaderless.is_empty() => Ok(leaderless),
+        _ => bail!("the cluster did not become ready within 60 s: {last_problem}"),
+    }
 }
 
 #[cfg(test)]

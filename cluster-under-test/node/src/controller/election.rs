@@ -8,9 +8,15 @@
 //! 2. else the first replica, in assignment order, in the target ISR and acceptable;
 //! 3. else, when ELR is enabled and the target ISR is empty, the first acceptable ELR member
 //!    (a clean election: it becomes the sole ISR member and leaves the ELR);
-//! 4. else, when `unclean.leader.election.enable` is true, the first acceptable replica
+//! 4. else, when ELR is enabled, the ISR and ELR are empty and `LastKnownElr` names one
+//!    acceptable broker (the leader when the ISR became empty): that last known leader, as an
+//!    unclean election (ISR := [it], `RECOVERING`, ELR cleared);
+//! 5. else, when `unclean.leader.election.enable` is true, the first acceptable replica
 //!    (ISR := [it], `RECOVERING`, ELR and LastKnownELR cleared);
-//! 5. else no leader (-1).
+//! 6. else no leader (-1).
+//!
+//! `LastKnownElr` holds the last leader (Kafka's `useLastKnownLeaderInBalancedRecovery`, its
+//! default): set when the ISR first becomes empty, cleared once the partition has a leader.
 //!
 //! "Acceptable" means registered and unfenced (controlled shutdown and log-dir failures do not
 //! exist in this cluster yet).
@@ -51,26 +57,8 @@ pub fn build_change_after_unclean_shutdown(
 ) -> Option<PartitionChangeRecord> {
     let mut isr: Vec<BrokerId> = target_isr.to_vec();
     let mut recovery = state.leader_recovery_state;
-    // ELR maintenance (`maybePopulateTargetElr`).
-    let (mut elr, mut last_known_elr) =
-        if !policy.elr_enabled || isr.len() >= policy.min_insync_replicas {
-            (Vec::new(), Vec::new())
-        } else {
-            let mut elr: Vec<BrokerId> = Vec::new();
-            for broker in state.elr.iter().chain(&state.isr) {
-                if !isr.contains(broker) && !elr.contains(broker) && !unclean.contains(broker) {
-                    elr.push(*broker);
-                }
-            }
-            let last_known = if isr.is_empty() && !state.isr.is_empty() && state.leader.is_some() {
-                vec![state.leader]
-            } else if isr.is_empty() {
-                state.last_known_elr.clone()
-            } else {
-                Vec::new()
-            };
-            (elr, last_known)
-        };
+    let mut elr = target_elr(state, &isr, policy, unclean);
+    let mut unclean_election = false;
     let leader =
         if state.leader.is_some() && isr.contains(&state.leader) && acceptable(state.leader) {
             state.leader
@@ -89,6 +77,12 @@ pub fn build_change_after_unclean_shutdown(
             elr.retain(|other| *other != member);
             isr = vec![member];
             member
+        } else if let Some(last) = last_known_leader(state, &isr, &elr, acceptable, policy) {
+            // KIP-966's last known leader: nobody else can lead cleanly, the last leader is
+            // back; it may have lost its tail, so the election is flagged unclean.
+            isr = vec![last];
+            unclean_election = true;
+            last
         } else if let Some(any) = state
             .replicas
             .iter()
@@ -96,13 +90,30 @@ pub fn build_change_after_unclean_shutdown(
             .find(|replica| policy.unclean_enabled && acceptable(*replica))
         {
             isr = vec![any];
-            elr.clear();
-            last_known_elr.clear();
-            recovery = LeaderRecoveryState::Recovering;
+            unclean_election = true;
             any
         } else {
             BrokerId::NONE
         };
+    if unclean_election {
+        elr.clear();
+        recovery = LeaderRecoveryState::Recovering;
+    }
+    // `maybeUpdateLastKnownLeader`: the leader is remembered when the ISR first becomes empty,
+    // and forgotten once the partition has a leader again.
+    let last_known_elr = if !policy.elr_enabled {
+        Vec::new()
+    } else if isr.is_empty()
+        && !state.isr.is_empty()
+        && state.leader.is_some()
+        && state.last_known_elr != [state.leader]
+    {
+        vec![state.leader]
+    } else if leader.is_some() {
+        Vec::new()
+    } else {
+        state.last_known_elr.clone()
+    };
     let change = PartitionChangeRecord {
         topic_id: uuid::Uuid::nil(),
         partition: 0,
@@ -118,6 +129,51 @@ pub fn build_change_after_unclean_shutdown(
         && change.last_known_elr.is_none()
         && change.leader_recovery_state.is_none();
     (!unchanged).then_some(change)
+}
+
+/// ELR maintenance (`maybePopulateTargetElr`): empty while the target ISR holds at least
+/// `min.insync.replicas`; below it, the old ELR and ISR members outside the target ISR, minus
+/// the replicas that just had an unclean shutdown.
+fn target_elr(
+    state: &PartitionState,
+    target_isr: &[BrokerId],
+    policy: ElectionPolicy,
+    unclean: &[BrokerId],
+) -> Vec<BrokerId> {
+    if !policy.elr_enabled || target_isr.len() >= policy.min_insync_replicas {
+        return Vec::new();
+    }
+    let mut elr: Vec<BrokerId> = Vec::new();
+    for broker in state.elr.iter().chain(&state.isr) {
+        if !target_isr.contains(broker) && !elr.contains(broker) && !unclean.contains(broker) {
+            elr.push(*broker);
+        }
+    }
+    elr
+}
+
+/// KIP-966's last-known-leader step (`canElectLastKnownLeader`): with ELR on, an empty ISR and
+/// an empty ELR, the one broker `LastKnownElr` remembers, if it is acceptable. (Kafka's
+/// snapshot elects it even when it is not acceptable, which leaves the partition led by a
+/// broker that cannot serve; here it waits until the broker is back.)
+fn last_known_leader(
+    state: &PartitionState,
+    target_isr: &[BrokerId],
+    target_elr: &[BrokerId],
+    acceptable: &dyn Fn(BrokerId) -> bool,
+    policy: ElectionPolicy,
+) -> Option<BrokerId> {
+    match state.last_known_elr.as_slice() {
+        [last]
+            if policy.elr_enabled
+                && target_isr.is_empty()
+                && target_elr.is_empty()
+                && acceptable(*last) =>
+        {
+            Some(*last)
+        }
+        _ => None,
+    }
 }
 
 /// The target ISR after `fenced` is fenced: it leaves the ISR, except as the last member
@@ -273,6 +329,66 @@ mod tests {
                 "{name}: leader epoch bumps exactly on a leader change"
             );
         }
+    }
+
+    /// KIP-966's last known leader: the last ISR member is fenced (ISR empties, it is
+    /// remembered), re-registers after an unclean shutdown (it leaves the ELR, nobody is
+    /// eligible), and once it is acceptable again it is elected, flagged unclean; a clean ELR
+    /// member would be preferred.
+    #[test]
+    fn the_last_known_leader_is_elected_uncleanly_when_nobody_is_eligible() {
+        let policy = ElectionPolicy {
+            elr_enabled: true,
+            unclean_enabled: false,
+            min_insync_replicas: 2,
+        };
+        let mut partition = state(&[1, 2, 3], &[1], &[], 1);
+        let fenced = isr_without_fenced(&partition, BrokerId(1), true);
+        partition.apply_change(&build_change(&partition, &fenced, &|_| false, policy).unwrap());
+        assert_eq!(partition.leader, BrokerId::NONE);
+        assert_eq!(
+            (partition.isr.clone(), partition.elr.clone()),
+            (vec![], ids(&[1]))
+        );
+        assert_eq!(
+            partition.last_known_elr,
+            ids(&[1]),
+            "the last leader is remembered"
+        );
+        let change =
+            build_change_after_unclean_shutdown(&partition, &[], &|_| false, policy, &ids(&[1]));
+        partition.apply_change(&change.unwrap());
+        assert_eq!(partition.elr, vec![], "it left the ELR");
+        assert_eq!(partition.last_known_elr, ids(&[1]), "still remembered");
+        assert!(build_change(&partition, &[], &|_| false, policy).is_none());
+        // With a clean ELR member available, that member leads instead.
+        let mut with_elr = partition.clone();
+        with_elr.elr = ids(&[3]);
+        let change = build_change(&with_elr, &[], &|_| true, policy).unwrap();
+        assert_eq!(change.leader, Some(BrokerId(3)));
+        // Broker 1 back and acceptable: elected uncleanly, the memory cleared.
+        let change = build_change(&partition, &[], &|b| b == BrokerId(1), policy).unwrap();
+        partition.apply_change(&change);
+        assert_eq!(
+            (partition.leader, partition.isr.clone()),
+            (BrokerId(1), ids(&[1]))
+        );
+        assert_eq!(
+            partition.leader_recovery_state,
+            LeaderRecoveryState::Recovering
+        );
+        assert_eq!(partition.last_known_elr, vec![]);
+        // Without ELR there is no such step.
+        let off = ElectionPolicy {
+            elr_enabled: false,
+            ..policy
+        };
+        let mut leaderless = state(&[1, 2], &[], &[], -1);
+        leaderless.last_known_elr = ids(&[1]);
+        assert_eq!(
+            build_change(&leaderless, &[], &|_| true, off).and_then(|c| c.leader),
+            None
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::topics::{CreateTopicError, MAX_PARTITIONS_PER_TOPIC};
 use crate::topics::{validate_topic_config, validate_topic_name};
 
 use super::{Decision, QuorumController};
+use crate::controller::election::{ElectionPolicy, build_change};
 
 impl QuorumController {
     /// CreateTopics: validation, replica placement (round-robin over unfenced brokers),
@@ -254,6 +255,16 @@ impl QuorumController {
                             .partition(topic.topic_id, asked.partition_index)
                             .expect("validated")
                             .clone();
+                        let policy = self.policy(
+                            &self
+                                .image
+                                .topics
+                                .values()
+                                .find(|t| t.id == topic.topic_id)
+                                .map(|t| t.configs.clone())
+                                .unwrap_or_default(),
+                        );
+                        let change = change.map(|change| with_elr(&state, change, policy));
                         let mut after = state.clone();
                         if let Some(change) = change {
                             let record = MetadataRecord::PartitionChange(PartitionChangeRecord {
@@ -349,6 +360,33 @@ pub fn validate_alter_partition(
         ..PartitionChangeRecord::default()
     };
     Ok((change.isr.is_some() || change.leader_recovery_state.is_some()).then_some(change))
+}
+
+/// Adds KIP-966's ELR maintenance to a validated AlterPartition change: an ISR that falls below
+/// `min.insync.replicas` moves the members it drops into the ELR, one that regains it clears
+/// the ELR (`PartitionChangeBuilder.maybePopulateTargetElr`, which Kafka runs on every
+/// partition change). The leader stays: the requester is the leader and in its new ISR.
+fn with_elr(
+    state: &PartitionState,
+    change: PartitionChangeRecord,
+    policy: ElectionPolicy,
+) -> PartitionChangeRecord {
+    let Some(isr) = &change.isr else {
+        return change;
+    };
+    let keep_leader = |b: BrokerId| b == state.leader;
+    let Some(elr_change) = build_change(state, isr, &keep_leader, policy) else {
+        return change;
+    };
+    debug_assert!(
+        elr_change.leader.is_none(),
+        "an ISR change keeps the leader"
+    );
+    PartitionChangeRecord {
+        elr: elr_change.elr,
+        last_known_elr: elr_change.last_known_elr,
+        ..change
+    }
 }
 
 /// Round-robin replica placement like Kafka's non-rack-aware assignment: partition `p`'s first

@@ -2,8 +2,8 @@
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-    BrokerRegistrationRequest, CreateTopicsRequest,
+    AllocateProducerIdsRequest, AlterPartitionRequest, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerRegistrationRequest, CreateTopicsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -423,6 +423,76 @@ fn unclean_reregistration_removes_the_broker_from_every_isr_and_moves_its_leader
             .values()
             .all(|s| s.leader == BrokerId(2) && s.isr == ids(&[2]))
     );
+}
+
+/// The leader of topic `t`'s partition 0 asks to set the ISR to `isr`.
+fn alter_isr(c: &mut QuorumController, epoch: i64, isr: &[i32]) -> i16 {
+    use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
+    let state = only_partition(c);
+    let request = AlterPartitionRequest::default()
+        .with_broker_id(kafka_protocol::messages::BrokerId(state.leader.0))
+        .with_broker_epoch(epoch)
+        .with_topics(vec![
+            TopicData::default()
+                .with_topic_id(c.image().topics["t"].id)
+                .with_partitions(vec![
+                    PartitionData::default()
+                        .with_leader_epoch(state.leader_epoch)
+                        .with_partition_epoch(state.partition_epoch)
+                        .with_new_isr(
+                            isr.iter()
+                                .map(|id| kafka_protocol::messages::BrokerId(*id))
+                                .collect(),
+                        ),
+                ]),
+        ]);
+    c.alter_partition(&request).response.topics[0].partitions[0].error_code
+}
+
+/// Issue 17: the leader shrinking the ISR below min.insync.replicas through AlterPartition
+/// moves the dropped members into the ELR (Kafka runs `maybePopulateTargetElr` on every
+/// partition change), regaining min.insync.replicas clears it, and when the leader, the last
+/// ISR member, is fenced an ELR member leads.
+#[test]
+fn alter_partition_below_min_isr_fills_the_elr_and_the_elr_leads_after_the_leader() {
+    let mut c = controller_with(true, 2);
+    let epochs: Vec<i64> = (1..=3).map(|id| register(&mut c, id, 10, 0)).collect();
+    for (id, epoch) in (1..=3).zip(&epochs) {
+        heartbeat(&mut c, id, *epoch, 20, 100);
+    }
+    c.create_topics(&CreateTopicsRequest::default().with_topics(vec![
+        kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(3),
+    ]));
+    assert_eq!(only_partition(&c).leader, BrokerId(1));
+    assert_eq!(alter_isr(&mut c, epochs[0], &[1, 2]), 0);
+    let state = only_partition(&c);
+    assert_eq!((state.isr, state.elr), (ids(&[1, 2]), vec![]), "at min ISR");
+    assert_eq!(alter_isr(&mut c, epochs[0], &[1]), 0);
+    let state = only_partition(&c);
+    assert_eq!(
+        (state.isr, state.elr),
+        (ids(&[1]), ids(&[2])),
+        "2 left below min ISR"
+    );
+    assert_eq!(alter_isr(&mut c, epochs[0], &[1, 3]), 0);
+    let state = only_partition(&c);
+    assert_eq!(
+        (state.isr, state.elr),
+        (ids(&[1, 3]), vec![]),
+        "min ISR again"
+    );
+    assert_eq!(alter_isr(&mut c, epochs[0], &[1]), 0);
+    assert_eq!(only_partition(&c).elr, ids(&[3]));
+    // The leader's session expires; 2 and 3 keep theirs: the ELR member 3 leads.
+    heartbeat(&mut c, 2, epochs[1], 20, 9000);
+    heartbeat(&mut c, 3, epochs[2], 20, 9000);
+    c.expire_sessions(9500);
+    let state = only_partition(&c);
+    assert_eq!((state.leader, state.isr), (BrokerId(3), ids(&[3])));
+    assert_eq!(state.leader_recovery_state, LeaderRecoveryState::Recovered);
 }
 
 #[test]
