@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
-use crate::config::Acks;
+use crate::config::{Acks, ProducerConfig};
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, Offset, ProducerEpoch, ProducerId, TopicPartition};
 use crate::metadata::MetadataCache;
@@ -254,7 +254,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
             .fetch_add(batches.len(), Ordering::AcqRel);
         let request = produce_request(shared.config.acks, shared.config.request_timeout, &batches);
         let acks = shared.config.acks;
-        let timeout = shared.config.request_timeout;
+        let timeout = request_wait(&batches, &shared.config, now);
         state.requests.spawn(async move {
             let result = if acks == Acks::None {
                 connection
@@ -275,6 +275,19 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
         });
     }
     readiness.next_check
+}
+
+/// How long to wait for a produce request's answer: `request.timeout.ms`, but no later than
+/// the first of its batches' `delivery.timeout.ms` deadlines, as Kafka expires in-flight
+/// batches at that deadline. Without the cap a retry sent just before the deadline to a
+/// node that never answers (paused) would hold the send open for a further request timeout.
+fn request_wait(batches: &[ProducerBatch], config: &ProducerConfig, now: Instant) -> Duration {
+    batches
+        .iter()
+        .map(|batch| (batch.created_at + config.delivery_timeout).saturating_duration_since(now))
+        .min()
+        .unwrap_or(config.request_timeout)
+        .clamp(Duration::from_millis(1), config.request_timeout)
 }
 
 fn request_refresh(shared: &Arc<Shared>, state: &mut SenderState) {
