@@ -148,10 +148,11 @@ fn main() {
     let recorded = per_process * PROCESSES;
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     // Read back: the history is whole and every op is there.
-    let lines = HistoryReader::open(&path)
-        .expect("history opens")
-        .map(|op| op.expect("op reads back"))
-        .count() as u64;
+    let mut lines = 0u64;
+    for op in HistoryReader::open(&path).expect("history opens") {
+        op.expect("op reads back");
+        lines += 1;
+    }
     assert_eq!(lines, 2 * recorded, "every invoke and completion read back");
     let ops_per_second = recorded as f64 / seconds;
     let cores_per_10k = cpu / recorded as f64 * 10_000.0;
