@@ -495,3 +495,52 @@ fn handle_failure(
     };
     batch.fail(error, certainty);
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::producer::batch::PendingRecord;
+
+    fn batch(created_at: Instant) -> ProducerBatch {
+        let record = PendingRecord {
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp_ms: 0,
+            completion: oneshot::channel().0,
+        };
+        ProducerBatch::new(TopicPartition::new("t", 0), record, 1024, None, created_at)
+    }
+
+    /// A request sent 1 s before its batch's delivery deadline waits 1 s, not a whole
+    /// request timeout; one sent early waits the request timeout.
+    #[test]
+    fn a_request_waits_no_longer_than_its_first_delivery_deadline() {
+        let config = ProducerConfig {
+            request_timeout: Duration::from_secs(3),
+            delivery_timeout: Duration::from_secs(10),
+            ..ProducerConfig::default()
+        };
+        let start = Instant::now();
+        let old = batch(start);
+        let young = batch(start + Duration::from_secs(5));
+        let late = start + Duration::from_secs(9);
+        assert_eq!(
+            request_wait(&[young, old], &config, late),
+            Duration::from_secs(1)
+        );
+        let early = start + Duration::from_secs(5);
+        assert_eq!(
+            request_wait(&[batch(start)], &config, early),
+            Duration::from_secs(3)
+        );
+        // Past the deadline: the shortest wait, the batch expires on its next turn.
+        let past = start + Duration::from_secs(11);
+        assert_eq!(
+            request_wait(&[batch(start)], &config, past),
+            Duration::from_millis(1)
+        );
+    }
+}
