@@ -1,7 +1,12 @@
 //! The recorder: the one writer of a run's `history.jsonl`. Clients and the nemesis call it
-//! from any task; each op is stamped with the next index and the time since the run started,
-//! written whole and flushed before the call returns, so a harness killed mid-run leaves a
-//! readable prefix and the order of lines is the order of events.
+//! from any task; each op is stamped with the next index and the time since the run started
+//! and written whole, so a harness killed mid-run leaves a readable prefix and the order of
+//! lines is the order of events.
+//!
+//! Group flush: a call flushes the file before it returns unless another call is already
+//! waiting for the lock, which then writes its line and flushes both (or passes the flush on
+//! in turn). So the file holds every line of every call that returned once the calls pause,
+//! and a burst of concurrent calls costs one write to the OS instead of one per line.
 //!
 //! A `std::sync::Mutex` (not tokio's): the critical section is one short buffered write and
 //! never awaits.
@@ -10,7 +15,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use logjam_history::{Function, Header, HistoryWriter, Op, OpIndex, OpType, OpValue, Process};
@@ -36,6 +41,8 @@ pub enum RecordError {
 pub struct Recorder {
     start: Instant,
     writer: Mutex<HistoryWriter<BufWriter<File>>>,
+    /// Calls waiting for the writer's lock: while one is, the holder leaves the flush to it.
+    waiting: AtomicUsize,
     /// Client completions so far by type (ok, fail, info), for the live progress line.
     completions: [AtomicU64; 3],
 }
@@ -73,6 +80,7 @@ impl Recorder {
         Ok(Recorder {
             start: Instant::now(),
             writer: Mutex::new(writer),
+            waiting: AtomicUsize::new(0),
             completions: Default::default(),
         })
     }
@@ -104,10 +112,12 @@ impl Recorder {
         value: OpValue,
         error: Option<serde_json::Value>,
     ) -> Result<OpIndex, RecordError> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut writer = self
             .writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
         // The time is taken under the lock so times never decrease along the file.
         let op = Op {
             index: writer.next_index(),
@@ -118,7 +128,12 @@ impl Recorder {
             value,
             error,
         };
-        writer.write_op(&op)?;
+        writer.append_op(&op)?;
+        // A waiter increments `waiting` before it blocks on the lock we hold, so either we
+        // see it here and it flushes after its own line, or we flush now.
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            writer.flush()?;
+        }
         if let Process::Client(_) = process {
             let slot = match op_type {
                 OpType::Ok => Some(0),

@@ -80,8 +80,9 @@
 //! they do not know. A new major version means a new `schema_version`, and readers refuse it.
 //! Fixtures for every version live in `checkers/history/tests/fixtures/`.
 //!
-//! **Torn tails.** The writer flushes line by line, so a harness killed mid-run leaves a
-//! readable prefix and at worst one torn last line (no newline, does not parse). The reader
+//! **Torn tails.** The writer writes whole lines and flushes them as it goes (line by line,
+//! or a burst of concurrent lines at once), so a harness killed mid-run leaves a readable
+//! prefix and at worst one torn last line (no newline, does not parse). The reader
 //! reports it as [`ReadError::TornTail`], a warning; any other bad line is an error naming its
 //! 1-based line number.
 //!

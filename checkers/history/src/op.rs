@@ -523,11 +523,23 @@ impl Serialize for PollMap<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for kr in self.0 {
-            let records: Vec<(Offset, Value)> =
-                kr.records.iter().map(|r| (r.offset, r.value)).collect();
-            map.serialize_entry(&kr.key.0.to_string(), &records)?;
+            // An integer map key is written as its decimal string, as JSON requires.
+            map.serialize_entry(&kr.key.0, &Pairs(&kr.records))?;
         }
         map.end()
+    }
+}
+
+/// A key's records as `[[offset, value], ...]`, written straight from the slice.
+struct Pairs<'a>(&'a [Record]);
+
+impl Serialize for Pairs<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for record in self.0 {
+            seq.serialize_element(&(record.offset, record.value))?;
+        }
+        seq.end()
     }
 }
 

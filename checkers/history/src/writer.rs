@@ -1,6 +1,7 @@
-//! The single history writer: header first, then one op per line, each line written whole and
-//! flushed, so a harness killed mid-run leaves a readable prefix (at worst a torn last line,
-//! which the reader tolerates). It owns no buffering policy beyond one line.
+//! The single history writer: header first, then one op per line, each line encoded whole
+//! before any byte of it is written, and flushed (by `write_op`, or by the caller's `flush`
+//! after `append_op`s), so a harness killed mid-run leaves a readable prefix (at worst a torn
+//! last line, which the reader tolerates).
 
 use std::io::{self, Write};
 
@@ -87,6 +88,16 @@ impl<W: Write> HistoryWriter<W> {
     /// [`WriteError::IndexNotIncreasing`] when `op.index` does not exceed the previous index;
     /// I/O or encoding errors.
     pub fn write_op(&mut self, op: &Op) -> Result<(), WriteError> {
+        self.append_op(op)?;
+        self.flush()
+    }
+
+    /// Like [`HistoryWriter::write_op`] without flushing: the caller flushes (a recorder
+    /// with more lines about to follow writes them in one go).
+    ///
+    /// # Errors
+    /// As [`HistoryWriter::write_op`].
+    pub fn append_op(&mut self, op: &Op) -> Result<(), WriteError> {
         if let Some(previous) = self.last_index
             && op.index <= previous
         {
@@ -95,9 +106,20 @@ impl<W: Write> HistoryWriter<W> {
                 previous,
             });
         }
-        self.write_line(op)?;
+        self.encode_line(op)?;
         self.last_index = Some(op.index);
         Ok(())
+    }
+
+    /// Flushes every line written so far.
+    ///
+    /// # Errors
+    /// [`WriteError::Io`] naming the last line written.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        let line = self.line;
+        self.out
+            .flush()
+            .map_err(|source| WriteError::Io { line, source })
     }
 
     /// The index the next op should carry (0 first, then one past the last written).
@@ -111,6 +133,12 @@ impl<W: Write> HistoryWriter<W> {
     }
 
     fn write_line<T: serde::Serialize>(&mut self, item: &T) -> Result<(), WriteError> {
+        self.encode_line(item)?;
+        self.flush()
+    }
+
+    /// Encodes one whole line, then hands it to `out` in one write (no flush).
+    fn encode_line<T: serde::Serialize>(&mut self, item: &T) -> Result<(), WriteError> {
         let line = self.line + 1;
         self.line_buffer.clear();
         serde_json::to_writer(&mut self.line_buffer, item)
@@ -118,7 +146,6 @@ impl<W: Write> HistoryWriter<W> {
         self.line_buffer.push(b'\n');
         self.out
             .write_all(&self.line_buffer)
-            .and_then(|()| self.out.flush())
             .map_err(|source| WriteError::Io { line, source })?;
         self.line = line;
         Ok(())

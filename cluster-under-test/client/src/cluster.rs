@@ -99,6 +99,14 @@ impl Cluster {
         self.lock().metadata.invalidate_leader(partition);
     }
 
+    /// Closes and forgets the connection to `broker` (it stopped answering); the next use
+    /// opens a new one.
+    pub fn disconnect(&self, broker: BrokerId) {
+        if let Some(connection) = self.lock().connections.remove(&broker) {
+            connection.close();
+        }
+    }
+
     /// Adds topics to those the metadata requests ask for.
     pub fn track_topics<'a>(&self, topics: impl IntoIterator<Item = &'a str>) {
         let mut state = self.lock();

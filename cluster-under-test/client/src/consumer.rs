@@ -38,6 +38,13 @@ use crate::ids::{BrokerId, LeaderEpoch, Offset, TopicPartition};
 use crate::outcome::classify_code;
 use isolation::{AbortedTransactionFilter, BatchVerdict};
 
+/// How long past its deadline a poll waits for fetch answers already on their way: a
+/// broker holds an empty fetch until `max_wait`, which ends at the deadline.
+pub const RESPONSE_GRACE: Duration = Duration::from_millis(50);
+
+/// The fetches of one poll, each answering with its leader.
+type Fetches = tokio::task::JoinSet<(BrokerId, Result<kafka_protocol::messages::FetchResponse>)>;
+
 /// Where to move a position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeekTo {
@@ -98,6 +105,8 @@ pub struct Consumer {
     cluster: Arc<Cluster>,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     truncations: Vec<Truncation>,
+    /// Leaders with fetches a poll stopped waiting for, since when (cleared by any answer).
+    unanswered: HashMap<BrokerId, tokio::time::Instant>,
 }
 
 impl Consumer {
@@ -124,6 +133,7 @@ impl Consumer {
             cluster,
             partitions: BTreeMap::new(),
             truncations: Vec::new(),
+            unanswered: HashMap::new(),
         }
     }
 
@@ -202,17 +212,13 @@ impl Consumer {
             tokio::time::sleep_until(deadline).await;
             return Ok(Vec::new());
         }
-        let unknown = self
-            .partitions
-            .keys()
-            .any(|tp| self.cluster.with_metadata(|m| m.leader(tp).is_none()));
-        if unknown && let Err(error) = self.cluster.refresh_metadata(&[]).await {
-            tracing::debug!(%error, "consumer metadata refresh failed");
-            self.backoff(deadline).await;
-            return Ok(Vec::new());
+        // Metadata, position resets and validation change state only after an answer, so
+        // cutting them off at the deadline loses nothing: the next poll starts them again.
+        match tokio::time::timeout_at(deadline + RESPONSE_GRACE, self.prepare(deadline)).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) | Err(_) => return Ok(Vec::new()),
+            Ok(Err(error)) => return Err(error),
         }
-        self.reset_positions().await?;
-        self.validate_positions().await?;
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         let max_wait = remaining.min(self.config.fetch_max_wait);
         let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, Offset, LeaderEpoch)>> =
@@ -232,14 +238,18 @@ impl Consumer {
             self.backoff(deadline).await;
             return Ok(Vec::new());
         }
-        let mut fetches = tokio::task::JoinSet::new();
+        let leaders: Vec<BrokerId> = by_leader.keys().copied().collect();
+        let mut fetches = Fetches::new();
         for (leader, partitions) in by_leader {
             let cluster = self.cluster.clone();
             let request = self.fetch_request(&partitions, max_wait);
             let timeout = self.config.request_timeout + max_wait;
             fetches.spawn(async move {
-                let connection = cluster.connection(leader).await?;
-                connection.send(ApiKey::Fetch, &request, timeout).await
+                let answer = async {
+                    let connection = cluster.connection(leader).await?;
+                    connection.send(ApiKey::Fetch, &request, timeout).await
+                };
+                (leader, answer.await)
             });
         }
         // A poll that fails must not move any position: the caller records it as a failed
@@ -250,7 +260,7 @@ impl Consumer {
             .iter()
             .map(|(tp, state)| (tp.clone(), state.position, state.last_record_epoch))
             .collect();
-        match self.collect_fetches(fetches, deadline).await {
+        match self.collect_fetches(fetches, leaders, deadline).await {
             Ok(records) => Ok(records),
             Err(error) => {
                 for (tp, position, last_record_epoch) in saved {
@@ -264,23 +274,94 @@ impl Consumer {
         }
     }
 
+    /// What a fetch needs first: leaders that stopped answering given up on, metadata for
+    /// partitions without a known leader, positions reset and validated. False when the poll
+    /// should return empty (no metadata; it backed off).
+    async fn prepare(&mut self, deadline: tokio::time::Instant) -> Result<bool> {
+        self.give_up_on_silent_leaders();
+        let unknown = self
+            .partitions
+            .keys()
+            .any(|tp| self.cluster.with_metadata(|m| m.leader(tp).is_none()));
+        if unknown && let Err(error) = self.cluster.refresh_metadata(&[]).await {
+            tracing::debug!(%error, "consumer metadata refresh failed");
+            self.backoff(deadline).await;
+            return Ok(false);
+        }
+        self.reset_positions().await?;
+        self.validate_positions().await?;
+        Ok(true)
+    }
+
+    /// A leader whose fetches have gone unanswered for longer than `request.timeout.ms`
+    /// (polls stopped waiting for them at their deadlines) is treated as Kafka's client
+    /// treats a request timeout: its connection is closed and its partitions' leaders are
+    /// looked up again, so a paused or cut-off leader does not keep the consumer waiting on it.
+    fn give_up_on_silent_leaders(&mut self) {
+        let now = tokio::time::Instant::now();
+        let limit = self.config.request_timeout + self.config.fetch_max_wait;
+        let silent: Vec<BrokerId> = self
+            .unanswered
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) >= limit)
+            .map(|(leader, _)| *leader)
+            .collect();
+        for leader in silent {
+            tracing::debug!(
+                broker = leader.0,
+                "fetches unanswered past the request timeout"
+            );
+            self.unanswered.remove(&leader);
+            self.cluster.disconnect(leader);
+            for tp in self.partitions.keys() {
+                if self.cluster.with_metadata(|m| m.leader(tp)).map(|(l, _)| l) == Some(leader) {
+                    self.cluster.invalidate_leader(tp);
+                }
+            }
+        }
+    }
+
     /// Takes the records of every fetch response; the first non-retriable error ends the poll.
+    ///
+    /// It waits for the answers until the poll's deadline (plus [`RESPONSE_GRACE`]), not for
+    /// the requests' own timeouts: fetches still unanswered then are dropped (their leaders
+    /// noted in `unanswered`) and the poll returns what it has, as Kafka's `poll` returns at
+    /// its timeout whatever its brokers do.
     async fn collect_fetches(
         &mut self,
-        mut fetches: tokio::task::JoinSet<Result<kafka_protocol::messages::FetchResponse>>,
+        mut fetches: Fetches,
+        mut waiting: Vec<BrokerId>,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<ConsumerRecord>> {
         let mut records = Vec::new();
         let mut refresh = false;
-        while let Some(joined) = fetches.join_next().await {
-            let response = match joined {
-                Ok(Ok(response)) => response,
-                Ok(Err(error)) => {
+        loop {
+            let joined =
+                match tokio::time::timeout_at(deadline + RESPONSE_GRACE, fetches.join_next()).await
+                {
+                    Ok(Some(joined)) => joined,
+                    Ok(None) => break,
+                    Err(_) => {
+                        let now = tokio::time::Instant::now();
+                        for leader in waiting {
+                            self.unanswered.entry(leader).or_insert(now);
+                        }
+                        // Dropping `fetches` aborts them; their connections stay open.
+                        break;
+                    }
+                };
+            let Ok((leader, answer)) = joined else {
+                continue;
+            };
+            waiting.retain(|l| *l != leader);
+            self.unanswered.remove(&leader);
+            let response = match answer {
+                Ok(response) => response,
+                Err(error) => {
                     tracing::debug!(%error, "fetch failed");
                     refresh = true;
                     continue;
                 }
-                Err(_) => continue,
             };
             for topic in response.responses {
                 let name = topic.topic.0.to_string();
@@ -307,7 +388,11 @@ impl Consumer {
             }
         }
         if refresh {
-            let _ = self.cluster.refresh_metadata(&[]).await;
+            let _ = tokio::time::timeout_at(
+                deadline + RESPONSE_GRACE,
+                self.cluster.refresh_metadata(&[]),
+            )
+            .await;
             if records.is_empty() {
                 self.backoff(deadline).await;
             }

@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinSet;
 
-use crate::config::Acks;
+use crate::config::{Acks, ProducerConfig};
 use crate::connection::PRODUCE_VERSION_BEFORE_TRANSACTION_V2;
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, Offset, ProducerEpoch, ProducerId, TopicPartition};
@@ -330,7 +330,7 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
             PRODUCE_VERSION_BEFORE_TRANSACTION_V2
         };
         let acks = shared.config.acks;
-        let timeout = shared.config.request_timeout;
+        let timeout = request_wait(&batches, &shared.config, now);
         state.requests.spawn(async move {
             let result = if acks == Acks::None {
                 connection
@@ -351,6 +351,19 @@ async fn send_ready(shared: &Arc<Shared>, state: &mut SenderState) -> Option<Dur
         });
     }
     readiness.next_check
+}
+
+/// How long to wait for a produce request's answer: `request.timeout.ms`, but no later than
+/// the first of its batches' `delivery.timeout.ms` deadlines, as Kafka expires in-flight
+/// batches at that deadline. Without the cap a retry sent just before the deadline to a
+/// node that never answers (paused) would hold the send open for a further request timeout.
+fn request_wait(batches: &[ProducerBatch], config: &ProducerConfig, now: Instant) -> Duration {
+    batches
+        .iter()
+        .map(|batch| (batch.created_at + config.delivery_timeout).saturating_duration_since(now))
+        .min()
+        .unwrap_or(config.request_timeout)
+        .clamp(Duration::from_millis(1), config.request_timeout)
 }
 
 fn request_refresh(shared: &Arc<Shared>, state: &mut SenderState) {
@@ -562,4 +575,53 @@ fn handle_failure(
     };
     report_to_transaction(shared, &error);
     batch.fail(error, certainty);
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::producer::batch::PendingRecord;
+
+    fn batch(created_at: Instant) -> ProducerBatch {
+        let record = PendingRecord {
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp_ms: 0,
+            completion: oneshot::channel().0,
+        };
+        ProducerBatch::new(TopicPartition::new("t", 0), record, 1024, None, created_at)
+    }
+
+    /// A request sent 1 s before its batch's delivery deadline waits 1 s, not a whole
+    /// request timeout; one sent early waits the request timeout.
+    #[test]
+    fn a_request_waits_no_longer_than_its_first_delivery_deadline() {
+        let config = ProducerConfig {
+            request_timeout: Duration::from_secs(3),
+            delivery_timeout: Duration::from_secs(10),
+            ..ProducerConfig::default()
+        };
+        let start = Instant::now();
+        let old = batch(start);
+        let young = batch(start + Duration::from_secs(5));
+        let late = start + Duration::from_secs(9);
+        assert_eq!(
+            request_wait(&[young, old], &config, late),
+            Duration::from_secs(1)
+        );
+        let early = start + Duration::from_secs(5);
+        assert_eq!(
+            request_wait(&[batch(start)], &config, early),
+            Duration::from_secs(3)
+        );
+        // Past the deadline: the shortest wait, the batch expires on its next turn.
+        let past = start + Duration::from_secs(11);
+        assert_eq!(
+            request_wait(&[batch(start)], &config, past),
+            Duration::from_millis(1)
+        );
+    }
 }
