@@ -609,6 +609,7 @@ mod tests {
         for text in [
             include_str!("../suites/nightly.toml"),
             include_str!("../suites/smoke.toml"),
+            include_str!("../suites/safe.toml"),
         ] {
             let suite = parse(text).unwrap();
             assert!(suite.tests.iter().all(|t| t.nemesis_script.is_none()));
