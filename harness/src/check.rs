@@ -17,7 +17,34 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     if let Some(model) = args.model {
         return crate::lincheck::run(args, model);
     }
-    let report = check_file(&args.path)?;
+    // A run whose harness died (or failed) left a history without its end: judge what is
+    // there and say so, in the summary and in report.json's warnings.
+    let run_dir = if args.path.is_dir() {
+        args.path.clone()
+    } else {
+        args.path.parent().map_or_else(
+            || std::path::PathBuf::from("."),
+            std::path::Path::to_path_buf,
+        )
+    };
+    let unfinished = crate::run::state::unfinished(&run_dir).map(|state| {
+        format!(
+            "the run did not finish (run.json state: {state}); judging the history it left, up              to its last complete line"
+        )
+    });
+    let mut report = match check_file(&args.path) {
+        Ok(report) => report,
+        Err(error) => {
+            let error = anyhow::Error::from(error);
+            return Err(match &unfinished {
+                Some(note) => error.context(format!("{note}, but there is none to judge")),
+                None => error,
+            });
+        }
+    };
+    if let Some(note) = unfinished {
+        report.warnings.insert(0, note);
+    }
     let json = report.to_json().context("cannot serialise the report")?;
     if args.json {
         println!("{json}");
