@@ -62,6 +62,12 @@ pub fn mark(run_dir: &Path, state: &str, error: Option<&str>) -> anyhow::Result<
         .with_context(|| format!("cannot read {}", path.display()))?;
     let mut run: Value =
         serde_json::from_str(&text).with_context(|| format!("malformed {}", path.display()))?;
+    if matches!(state, FAILED | KILLED)
+        && let Some(previous) = run.get("state").cloned()
+    {
+        // How far it got: a run stopped while `checking` had its final reads.
+        run["stopped_while"] = previous;
+    }
     run["state"] = state.into();
     if let Some(error) = error {
         run["error"] = error.into();
@@ -69,15 +75,29 @@ pub fn mark(run_dir: &Path, state: &str, error: Option<&str>) -> anyhow::Result<
     write_run_json(run_dir, &run)
 }
 
+/// A stored run that did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// run.json's `state`.
+    pub state: String,
+    /// Whether the workload, final reads included, had ended (the run got to `checking`).
+    pub workload_ended: bool,
+}
+
 /// What a stored run's run.json says about how it ended: `None` when it finished (or has
-/// no run.json, or one from before states were recorded), else the state.
-pub fn unfinished(run_dir: &Path) -> Option<String> {
+/// no run.json, or one from before states were recorded).
+pub fn unfinished(run_dir: &Path) -> Option<Unfinished> {
     let text = std::fs::read_to_string(run_dir.join("run.json")).ok()?;
     let run: Value = serde_json::from_str(&text).ok()?;
-    match run.get("state")?.as_str()? {
-        FINISHED => None,
-        state => Some(state.to_owned()),
+    let state = run.get("state")?.as_str()?;
+    if state == FINISHED {
+        return None;
     }
+    let stopped_while = run.get("stopped_while").and_then(Value::as_str);
+    Some(Unfinished {
+        state: state.to_owned(),
+        workload_ended: state == CHECKING || stopped_while == Some(CHECKING),
+    })
 }
 
 /// Marks `killed` every run under `results_dir` (and one level of matrix or nightly
@@ -191,9 +211,12 @@ mod tests {
         let mut expected = vec![dead.clone(), reused.clone(), nested.clone()];
         expected.sort();
         assert_eq!(marked, expected);
-        assert_eq!(unfinished(&dead).as_deref(), Some(KILLED));
-        assert_eq!(unfinished(&alive).as_deref(), Some(CHECKING));
-        assert_eq!(unfinished(&done), None);
+        let state = |dir: &Path| unfinished(dir).map(|u| (u.state, u.workload_ended));
+        assert_eq!(state(&dead), Some((KILLED.to_owned(), false)));
+        assert_eq!(state(&alive), Some((CHECKING.to_owned(), true)));
+        mark(&alive, KILLED, None).unwrap();
+        assert_eq!(state(&alive), Some((KILLED.to_owned(), true)));
+        assert_eq!(state(&done), None);
         let text = std::fs::read_to_string(dead.join("run.json")).unwrap();
         assert!(
             text.contains("the harness died while the run was running"),
