@@ -606,9 +606,11 @@ fn stop_children(mut children: Vec<Child>) {
 
 /// In the child, between fork and exec: enter the node's network namespace, and ask the
 /// kernel to SIGKILL the node if the harness dies, so even a SIGKILLed harness leaves no node
-/// behind.
+/// behind. A harness that died between the fork and that request is caught by comparing the
+/// parent's process id with the harness's: the child then fails instead of running orphaned.
 #[allow(unsafe_code)]
 fn prepare_child(command: &mut Command, namespace: Option<i32>) {
+    let harness = nix::unistd::getpid();
     // SAFETY: the closure runs in the child between fork and exec and only makes
     // async-signal-safe system calls (setns, prctl), allocating nothing. The namespace
     // descriptor belongs to the lab, which outlives the spawn call.
@@ -621,7 +623,11 @@ fn prepare_child(command: &mut Command, namespace: Option<i32>) {
                 )
                 .map_err(std::io::Error::from)?;
             }
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != harness {
+                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
+            }
+            Ok(())
         });
     }
 }

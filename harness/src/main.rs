@@ -2,22 +2,7 @@
 //! of them: 0 valid, 1 invalid, 2 unknown, 3 the harness itself failed (bad input, a bug, a
 //! missing tool), so a script can never mistake a broken harness for a verdict.
 
-mod check;
-mod cli;
-mod cluster;
-mod error_text;
-mod lab;
-mod lincheck;
-mod matrix;
-mod metrics;
-mod nemesis;
-mod nightly;
-mod progress;
-mod rates;
-mod report;
-mod run;
-mod scenario;
-mod timeline;
+use logjam::{check, cli, cluster, error_text, lab, matrix, nightly, report, run, scenario};
 
 use std::process::ExitCode;
 

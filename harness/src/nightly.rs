@@ -164,6 +164,17 @@ fn default_runs() -> u32 {
     1
 }
 
+/// Parses and validates a suite's text, as `logjam nightly` does before it runs anything;
+/// `base` is where its nemesis scripts are looked up. Returns the number of runs it plans.
+///
+/// # Errors
+/// Bad TOML (the message names the line), an unknown key, or a test that cannot run.
+pub fn parse_suite(text: &str, base: &Path) -> anyhow::Result<u64> {
+    let suite: Suite = toml::from_str(text)?;
+    suite.validate(base)?;
+    Ok(suite.tests.iter().map(|test| u64::from(test.runs)).sum())
+}
+
 impl Suite {
     /// Reads, parses and validates a suite file.
     fn load(path: &Path) -> anyhow::Result<Suite> {
@@ -194,6 +205,9 @@ impl Suite {
             if test.runs == 0 {
                 bail!("test {name}: runs must be at least 1");
             }
+            // A misspelt fault would otherwise fail every run of the test, one by one.
+            crate::nemesis::parse(&test.nemesis, test.nodes)
+                .with_context(|| format!("test {name}"))?;
             if let Some(bad) = test.set.iter().find(|s| !s.contains('=')) {
                 bail!("test {name}: set entry {bad:?} is not key=value");
             }
@@ -575,9 +589,8 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> anyhow::Result<Suite> {
-        let suite: Suite = toml::from_str(text)?;
-        suite.validate(Path::new("."))?;
-        Ok(suite)
+        parse_suite(text, Path::new("."))?;
+        Ok(toml::from_str(text)?)
     }
 
     #[test]
@@ -609,6 +622,7 @@ mod tests {
         for text in [
             include_str!("../suites/nightly.toml"),
             include_str!("../suites/smoke.toml"),
+            include_str!("../suites/safe.toml"),
         ] {
             let suite = parse(text).unwrap();
             assert!(suite.tests.iter().all(|t| t.nemesis_script.is_none()));

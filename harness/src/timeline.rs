@@ -122,18 +122,18 @@ pub fn parse(text: &str, nodes: usize) -> anyhow::Result<Vec<Step>> {
 fn parse_line(content: &str, nodes: usize) -> anyhow::Result<(Duration, Action)> {
     let mut words = content.split_whitespace();
     let time = words.next().context("missing time")?;
-    let seconds: f64 = time
+    // Finite and non-negative is not enough: 1e300 s is no Duration (found by fuzzing).
+    let at = time
         .trim_end_matches('s')
-        .parse()
+        .parse::<f64>()
         .ok()
-        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
         .with_context(|| format!("`{time}` is not a time in seconds"))?;
     let action = words.next().context("missing action")?;
     let targets = words.next();
     if let Some(extra) = words.next() {
         bail!("unexpected `{extra}`");
     }
-    let at = Duration::from_secs_f64(seconds);
     if let Some(undo) = UNDOS.iter().find(|undo| **undo == action) {
         if let Some(targets) = targets {
             bail!(
@@ -243,6 +243,11 @@ mod tests {
             ("5 kill n1 n2", "unexpected"),
             ("5 cut n1", "two groups"),
             ("5 cut leader:x/n1", "leader:<partition number>"),
+            // Regression (cargo-fuzz, timeline target): a time too large for a Duration
+            // panicked instead of naming the line.
+            ("1e300 kill", "not a time"),
+            ("-1 kill", "not a time"),
+            ("nan kill", "not a time"),
         ] {
             let error = format!("{:#}", parse(text, 3).unwrap_err());
             assert!(error.contains(expected), "{text}: {error}");

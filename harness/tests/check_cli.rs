@@ -118,3 +118,64 @@ fn missing_history_is_a_harness_error() {
     assert_eq!(output.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&output.stderr).contains("history.jsonl"));
 }
+
+/// A run whose harness was killed: run.json says `running`, the history ends in a torn line.
+/// The prefix is judged, and the summary and report.json say the run did not finish.
+#[test]
+fn unfinished_run_is_judged_up_to_its_torn_tail_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("run.json"),
+        r#"{"seed": 1, "state": "running", "harness": {"pid": 4294967}}"#,
+    )
+    .unwrap();
+    let path = write_history(dir.path(), &SENDS);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(r#"{"index":4,"time":5,"process":1,"type":"inv"#);
+    std::fs::write(&path, text).unwrap();
+    let output = logjam(&[dir.path()]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // Acknowledged sends that no read covered: nothing proves a loss, nothing proves safety.
+    assert_eq!(output.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("the run did not finish (run.json state: running)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("torn"), "{stdout}");
+    let report = std::fs::read_to_string(dir.path().join("report.json")).unwrap();
+    assert!(report.contains("the run did not finish"), "{report}");
+
+    // Killed before its workload wrote a history: an error that says why, not a verdict.
+    std::fs::remove_file(&path).unwrap();
+    let output = logjam(&[dir.path()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the run did not finish") && stderr.contains("none to judge"),
+        "{stderr}"
+    );
+}
+
+/// Cut off before its final reads, a run's unread values may be late: `unseen` alone is
+/// unknown there. Once the final reads ran (state `checking`), the same is invalid.
+#[test]
+fn unseen_values_of_a_run_cut_off_before_its_final_reads_are_unknown_not_invalid() {
+    let mut lines = SENDS.to_vec();
+    lines.push(r#"{"index":4,"time":5,"process":1,"type":"invoke","f":"poll","value":[["poll"]]}"#);
+    lines.push(
+        r#"{"index":5,"time":6,"process":1,"type":"ok","f":"poll","value":[["poll",{"0":[[0,1]]}]]}"#,
+    );
+    for (state, verdict) in [("running", 2), ("checking", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("run.json"),
+            format!(r#"{{"seed": 1, "state": "{state}", "harness": {{"pid": 4294967}}}}"#),
+        )
+        .unwrap();
+        write_history(dir.path(), &lines);
+        let output = logjam(&[dir.path()]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(verdict), "{state}: {stdout}");
+        assert!(stdout.contains("unseen"), "{stdout}");
+    }
+}

@@ -20,6 +20,7 @@ mod observe;
 mod record;
 mod schedule;
 mod start;
+pub(crate) mod state;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -109,6 +110,12 @@ pub fn execute(
     });
     std::fs::create_dir_all(&args.results_dir)
         .with_context(|| format!("cannot create {}", args.results_dir.display()))?;
+    for killed in state::mark_killed_runs(&args.results_dir) {
+        eprintln!(
+            "logjam: {} did not finish: its harness died; marked killed in its run.json",
+            killed.display()
+        );
+    }
     let swept = lab::sweep_leftovers(&args.results_dir);
     if !swept.is_empty() {
         eprintln!(
@@ -151,11 +158,10 @@ pub fn execute(
         "started": timestamp(started, false),
         "version": env!("CARGO_PKG_VERSION"),
         "replay": replay,
+        "state": state::RUNNING,
+        "harness": state::harness_identity(),
     });
-    std::fs::write(
-        run_dir.join("run.json"),
-        serde_json::to_string_pretty(&run_json)?,
-    )?;
+    state::write_run_json(&run_dir, &run_json)?;
     eprintln!(
         "logjam: run {} (seed {seed}); replay with: {replay}",
         run_dir.display()
@@ -173,15 +179,42 @@ pub fn execute(
         );
     }
 
+    let code = drive_and_check(
+        args, &settings, &faults, script, seed, started, &run_dir, run_json,
+    )
+    .inspect_err(|error| {
+        // The run directory says why the run has no verdict; the error itself goes on.
+        let _ = state::mark(
+            &run_dir,
+            state::FAILED,
+            Some(&crate::error_text::chain(error)),
+        );
+    })?;
+    Ok((code, run_dir))
+}
+
+/// The rest of a run once its directory exists: the lab, the workload under faults, the
+/// check, the stored report. Returns the verdict's exit code.
+#[allow(clippy::too_many_arguments)]
+fn drive_and_check(
+    args: &RunArgs,
+    settings: &start::Settings,
+    faults: &[Fault],
+    script: Option<Vec<Step>>,
+    seed: u64,
+    started: SystemTime,
+    run_dir: &std::path::Path,
+    mut run_json: serde_json::Value,
+) -> anyhow::Result<u8> {
     let binary = lab::node_binary(args.node_binary.as_deref())?;
     let spec = LabSpec {
         nodes: args.nodes,
-        settings: node_settings.clone(),
+        settings: settings.node.clone(),
         network: args.network,
-        lazy_disks,
+        lazy_disks: faults.iter().any(|fault| fault.needs_lazy_disk()),
         controllers: args.controllers,
     };
-    let mut lab = Lab::start(&binary, &run_dir, &spec)?;
+    let mut lab = Lab::start(&binary, run_dir, &spec)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -191,16 +224,16 @@ pub fn execute(
         let driven = async {
             match args.workload {
                 WorkloadName::Queue => {
-                    let queue = workload::queue(args, &settings, &bootstrap);
+                    let queue = workload::queue(args, settings, &bootstrap);
                     workload::drive(
-                        args, queue, seed, &mut lab, &run_dir, &settings, &faults, script, started,
+                        args, queue, seed, &mut lab, run_dir, settings, faults, script, started,
                     )
                     .await
                 }
                 WorkloadName::Producer => {
-                    let producer = workload::producer(args, &settings, &bootstrap);
+                    let producer = workload::producer(args, settings, &bootstrap);
                     workload::drive(
-                        args, producer, seed, &mut lab, &run_dir, &settings, &faults, script,
+                        args, producer, seed, &mut lab, run_dir, settings, faults, script,
                         started,
                     )
                     .await
@@ -219,15 +252,12 @@ pub fn execute(
     let phase = outcome?;
     shutdown?;
     let stats = phase.stats;
-    let rates = record::rates(&run_dir, &phase, args.rate)?;
-    let mut run_json = run_json;
+    let rates = record::rates(run_dir, &phase, args.rate)?;
     run_json["workload_stats"] = serde_json::to_value(stats)?;
     run_json["schedule"] = serde_json::to_value(phase.schedule)?;
     run_json["rates"] = serde_json::to_value(&rates)?;
-    std::fs::write(
-        run_dir.join("run.json"),
-        serde_json::to_string_pretty(&run_json)?,
-    )?;
+    run_json["state"] = state::CHECKING.into();
+    state::write_run_json(run_dir, &run_json)?;
     eprintln!(
         "logjam: workload: {} ops in {:.1} s ({:.0} ops/s); harness CPU {:.1} s ({:.0}% of a core)",
         stats.ops,
@@ -240,7 +270,7 @@ pub fn execute(
         eprintln!("logjam: WARNING: {warning}");
     }
 
-    let report = logjam_checkers::check_file(&run_dir)?;
+    let report = logjam_checkers::check_file(run_dir)?;
     std::fs::write(run_dir.join("report.json"), report.to_json()?)?;
     let summary = format!(
         "{}{}{}",
@@ -254,11 +284,10 @@ pub fn execute(
     if let Some(name) = run_dir.file_name() {
         let _ = std::os::unix::fs::symlink(name, &latest);
     }
-    crate::report::after_run(&args.results_dir, &run_dir);
+    run_json["state"] = state::FINISHED.into();
+    state::write_run_json(run_dir, &run_json)?;
+    crate::report::after_run(&args.results_dir, run_dir);
     print!("{summary}");
     println!("run stored in {}", run_dir.display());
-    Ok((
-        u8::try_from(report.verdict.exit_code()).unwrap_or(2),
-        run_dir,
-    ))
+    Ok(u8::try_from(report.verdict.exit_code()).unwrap_or(2))
 }
