@@ -82,8 +82,7 @@ impl Driver {
                 _ = idle_check.tick(), if idle_ms > 0 => self.maybe_append_no_op(),
             }
             if let Err(error) = self.process_ready() {
-                tracing::error!(%error, "metadata log failure; stopping the quorum");
-                break;
+                halt_on_metadata_log_failure(&error);
             }
         }
         self.fail_pending();
@@ -389,4 +388,16 @@ pub(super) fn split<R>(
     wrap: fn(R) -> ResponseKind,
 ) -> (Vec<crate::metadata::MetadataRecord>, ResponseKind) {
     (decision.records, wrap(decision.response))
+}
+
+/// A write to the metadata log failed (ENOSPC, EIO): the process halts, as Kafka's
+/// `ProcessTerminatingFaultHandler` does for a fatal fault in the Raft I/O thread. Stopping only
+/// the quorum would leave the broker serving on a metadata image frozen at an old epoch: it kept
+/// acknowledging acks=all writes as leader after the controller had elected another, whose
+/// followers then truncated them (acknowledged writes lost in 2 of 46 runs of the safe.toml sweep
+/// under `disk-full`).
+fn halt_on_metadata_log_failure(error: &dyn std::fmt::Display) -> ! {
+    tracing::error!(%error, "metadata log failure; halting the process, as Kafka does");
+    eprintln!("fatal: metadata log failure: {error}; halting");
+    std::process::exit(1)
 }
