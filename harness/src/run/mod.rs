@@ -233,8 +233,7 @@ fn drive_and_check(
                 WorkloadName::Producer => {
                     let producer = workload::producer(args, settings, &bootstrap);
                     workload::drive(
-                        args, producer, seed, &mut lab, run_dir, settings, faults, script,
-                        started,
+                        args, producer, seed, &mut lab, run_dir, settings, faults, script, started,
                     )
                     .await
                 }
