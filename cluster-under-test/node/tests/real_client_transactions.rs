@@ -6,7 +6,8 @@
 //!   committed transactions' records;
 //! - a zombie: a second producer with the same `transactional.id` fences the first, whose
 //!   commit then fails with librdkafka's fatal fenced error; read_committed sees only the
-//!   new producer's records.
+//!   new producer's records;
+//! - the commit-abort scenario again with kafka-python's transactional producer.
 //!
 //! The clients come from `.venv` at the repository root or `LOGJAM_PYTHON`, as in
 //! `real_clients.rs`; a missing client fails the test.
@@ -95,6 +96,19 @@ fn confluent_kafka_commits_aborts_and_is_fenced_as_a_zombie() {
     assert!(seen.contains("\"acked\": 30"), "{seen}");
     let seen = scenario(&cluster, "txn-zombie", "zombie");
     assert!(seen.contains("\"fatal\": true"), "{seen}");
+}
+
+/// The commit-abort scenario with kafka-python's transactional producer (its own
+/// implementation of the protocol: InitProducerId, AddPartitionsToTxn, EndTxn, at the versions
+/// it negotiates), under the default transaction version and under TV1 without verification.
+#[test]
+fn kafka_python_commits_and_aborts() {
+    for (name, settings) in [("default", ""), ("tv1", FENCE_ONLY)] {
+        let root = tempfile::tempdir().unwrap();
+        let cluster = cluster_with_settings(root.path(), "", settings);
+        let seen = scenario(&cluster, "txn-kp", "kafka-python-commit-abort");
+        assert!(seen.contains("\"acked\": 30"), "{name}: {seen}");
+    }
 }
 
 /// The zombie scenario where the coordinator's fence is the only defence (TV1, partition
