@@ -148,6 +148,12 @@ pub struct Config {
     /// with 2, the transaction coordinator bumps the producer epoch on every EndTxn v5+
     /// (KIP-890) and the produce path verifies partitions implicitly.
     pub transaction_version: i16,
+    /// `transaction.partition.verification.enable` (default true, as Kafka 3.6+): whether a
+    /// partition leader checks a transactional produce with the coordinator (KIP-890 part 1)
+    /// before the transaction's first batch on the partition. It governs TV1 produces only:
+    /// under TV2 a Produce v12+ client's partition is added by that check, so it always runs
+    /// (Kafka's `ReplicaManager` tests `verificationEnabled || supportsEpochBump`).
+    pub transaction_partition_verification_enable: bool,
     /// Every key with its resolved value, defaults included.
     pub raw: BTreeMap<String, String>,
 }
@@ -372,6 +378,8 @@ impl Config {
                 2 => 2,
                 _ => return Err(invalid("transaction.version", "must be 1 or 2")),
             },
+            transaction_partition_verification_enable: raw["transaction.partition.verification.enable"]
+                == "true",
             raw,
         })
     }

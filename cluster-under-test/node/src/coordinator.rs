@@ -2,13 +2,15 @@
 //! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]), and the
 //! runtime for coordinators whose state lives on internal-topic partitions ([`runtime`]: load
 //! on becoming leader, unload on losing it, append and wait for the high watermark), with the
-//! pure state machine it drives ([`shard`]), and the transaction coordinator on it ([`txn`]).
+//! pure state machine it drives ([`shard`]), and the transaction coordinator on it ([`txn`]);
+//! transactional offset commits awaiting their marker, for the group side ([`txn_offsets`]).
 
 pub mod producer_id_manager;
 pub mod producer_ids;
 pub mod runtime;
 pub mod shard;
 pub mod txn;
+pub mod txn_offsets;
 
 pub use producer_id_manager::ProducerIdManager;
 pub use runtime::{CoordinatorRuntime, Load, Loaded};

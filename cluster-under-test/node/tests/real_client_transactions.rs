@@ -6,7 +6,8 @@
 //!   committed transactions' records;
 //! - a zombie: a second producer with the same `transactional.id` fences the first, whose
 //!   commit then fails with librdkafka's fatal fenced error; read_committed sees only the
-//!   new producer's records.
+//!   new producer's records;
+//! - the commit-abort scenario again with kafka-python's transactional producer.
 //!
 //! The clients come from `.venv` at the repository root or `LOGJAM_PYTHON`, as in
 //! `real_clients.rs`; a missing client fails the test.
@@ -68,11 +69,20 @@ fn scenario(cluster: &Cluster, topic: &str, mode: &str) -> String {
 }
 
 fn cluster_with(root: &std::path::Path, canaries: &str) -> Cluster {
+    cluster_with_settings(root, canaries, "")
+}
+
+/// The original transaction protocol without KIP-890 part 1: the coordinator's epoch bump at
+/// InitProducerId is the only fence against a zombie (Kafka before 3.6, or
+/// `transaction.partition.verification.enable=false` with transaction version 1).
+const FENCE_ONLY: &str = "transaction.version=1\ntransaction.partition.verification.enable=false\n";
+
+fn cluster_with_settings(root: &std::path::Path, canaries: &str, settings: &str) -> Cluster {
     Cluster::start(
         root,
         3,
         &format!(
-            "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n\
+            "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n{settings}\
              logjam.canaries={canaries}"
         ),
     )
@@ -88,14 +98,41 @@ fn confluent_kafka_commits_aborts_and_is_fenced_as_a_zombie() {
     assert!(seen.contains("\"fatal\": true"), "{seen}");
 }
 
-/// Canary `no-zombie-fence` (the twin of the zombie scenario above): InitProducerId does not
-/// bump the epoch, so the zombie is not fenced: the record it writes after the new producer
-/// took over lands in the new producer's transaction (same producer id and epoch) and is read
-/// as committed, and the zombie's own commit fails with something other than the fence.
+/// The commit-abort scenario with kafka-python's transactional producer (its own
+/// implementation of the protocol: InitProducerId, AddPartitionsToTxn, EndTxn, at the versions
+/// it negotiates), under the default transaction version and under TV1 without verification.
+#[test]
+fn kafka_python_commits_and_aborts() {
+    for (name, settings) in [("default", ""), ("tv1", FENCE_ONLY)] {
+        let root = tempfile::tempdir().unwrap();
+        let cluster = cluster_with_settings(root.path(), "", settings);
+        let seen = scenario(&cluster, "txn-kp", "kafka-python-commit-abort");
+        assert!(seen.contains("\"acked\": 30"), "{name}: {seen}");
+    }
+}
+
+/// The zombie scenario where the coordinator's fence is the only defence (TV1, partition
+/// verification off): the twin of the canary below, without the canary, fences the zombie.
+#[test]
+fn confluent_kafka_zombie_is_fenced_by_the_coordinator_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = cluster_with_settings(root.path(), "", FENCE_ONLY);
+    let seen = scenario(&cluster, "txn-zombie", "zombie");
+    assert!(seen.contains("\"fatal\": true"), "{seen}");
+    assert!(!seen.contains("\"zombie-late-0\""), "{seen}");
+}
+
+/// Canary `no-zombie-fence` (the twin of the test above, in the same configuration):
+/// InitProducerId does not bump the epoch, so the zombie is not fenced: the record it writes
+/// after the new producer took over lands in the new producer's transaction (same producer id
+/// and epoch) and is read as committed, and the zombie's own commit fails with something other
+/// than the fence. With KIP-890 part 1 verification on (the default) the late record is
+/// refused INVALID_TXN_STATE instead, as Kafka 3.6+ does: the verification, not the fence,
+/// stops the zombie there.
 #[test]
 fn canary_no_zombie_fence_lets_the_zombie_commit() {
     let root = tempfile::tempdir().unwrap();
-    let cluster = cluster_with(root.path(), "no-zombie-fence");
+    let cluster = cluster_with_settings(root.path(), "no-zombie-fence", FENCE_ONLY);
     let (ok, seen) = run(&cluster, "txn-zombie", "zombie");
     assert!(!ok, "{seen}");
     eprintln!("{seen}");

@@ -2,7 +2,8 @@
 //! transactional producer, Python `confluent-kafka`) on a 3-node cluster: a transaction's
 //! records are produced (replicated to every replica), the partition's leader is killed
 //! before the commit (its session, 30 s, does not expire: it stays the leader in the
-//! metadata), so the first WriteTxnMarkers to it fails; it is restarted 8 s later. The
+//! metadata), so the first WriteTxnMarkers to it fails; it is restarted 8 s later, and the
+//! consumer reads once the coordinator reports the commit complete. The
 //! coordinator must retry until the marker is written, so a read_committed consumer reads the
 //! records; with canary `commit-before-markers` it writes CompleteCommit first and sends the
 //! markers once, so the commit never reaches the partition. (A pause would not do: a request
@@ -16,7 +17,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::messages::{
+    ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use common::{Cluster, connect, exchange};
@@ -54,6 +58,33 @@ fn coordinator_of(via: SocketAddr, id: &str) -> i32 {
         }
         assert!(Instant::now() < deadline, "{response:?}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the coordinator at `coordinator` reports `id` in CompleteCommit, which it
+/// writes only once every commit marker is written (with canary `commit-before-markers`,
+/// before them): reading earlier could find the restarted leader before the marker sender's
+/// next round reached it, with the records still open above the LSO.
+fn wait_for_complete_commit(coordinator: SocketAddr, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response: DescribeTransactionsResponse = exchange(
+            &mut connect(coordinator),
+            ApiKey::DescribeTransactions,
+            0,
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+                StrBytes::from_string(id.to_owned()),
+            )]),
+        );
+        let state = &response.transaction_states[0];
+        if state.error_code == 0 && state.transaction_state.as_str() == "CompleteCommit" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the coordinator never completed the commit: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -119,6 +150,8 @@ fn commit_with_paused_leader(canaries: &str) -> (bool, String) {
     expect("COMMITTED");
     std::thread::sleep(Duration::from_secs(8));
     crashed.restart();
+    let coordinator = coordinator_of(first, &id);
+    wait_for_complete_commit(cluster.nodes[(coordinator - 1) as usize].address, &id);
     writeln!(stdin).unwrap();
     let seen = lines.next().and_then(Result::ok).unwrap_or_default();
     let status = child.wait().unwrap();

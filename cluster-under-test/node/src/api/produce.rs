@@ -183,6 +183,9 @@ async fn verify(
     let Some(transactional_id) = transactional_id else {
         return Ok(());
     };
+    if !replicas.txn_verifier().checks(version) {
+        return Ok(());
+    }
     let Some((producer_id, producer_epoch)) = partition.opens_transaction(records) else {
         return Ok(());
     };

@@ -174,6 +174,13 @@ pub static KEYS: &[KeySpec] = &[
     // Kafka 4.0's `transaction.version` feature (with a 4.0 metadata version it is 2): 2 is
     // KIP-890 part 2 (an EndTxn v5+ bumps the producer epoch), 1 the original protocol.
     key_min("transaction.version", Kind::Int, "2", 1),
+    // KIP-890 part 1: partition leaders ask the coordinator before the first transactional
+    // batch of a transaction (Kafka 3.6+ default on; a TV2 client's produce is checked anyway).
+    key(
+        "transaction.partition.verification.enable",
+        Kind::Bool,
+        "true",
+    ),
     key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
     // logjam's own: deliberate bugs for testing the checkers (crate::canary). Never by default.
     key(CANARIES_KEY, Kind::List, ""),

@@ -404,19 +404,35 @@ impl TxnCoordinator {
     ) -> Result<(i64, i16), ResponseError> {
         let now = now_ms();
         let bump = self.settings.rules.tv2 && version >= 5;
-        let answer = self
-            .transit(transactional_id, |current| {
-                match transitions::end_txn(current, producer_id, epoch, commit, bump, now)? {
-                    EndOutcome::Write(next) => {
-                        let answer = (next.producer_id, next.producer_epoch);
-                        Ok((Some(next), answer))
+        let mut fresh = None;
+        for _ in 0..3 {
+            let decided = transitions::end_txn;
+            let answer = self
+                .transit(transactional_id, |current| {
+                    match decided(current, producer_id, epoch, commit, bump, now, fresh)? {
+                        EndOutcome::Write(next) => {
+                            // A rotation answers the new producer id at epoch 0 (KIP-890).
+                            let answer = if next.next_producer_id == -1 {
+                                (next.producer_id, next.producer_epoch)
+                            } else {
+                                (next.next_producer_id, 0)
+                            };
+                            Ok((Some(next), Some(answer)))
+                        }
+                        EndOutcome::Answer(id, epoch) => Ok((None, Some((id, epoch)))),
+                        EndOutcome::NeedProducerId => Ok((None, None)),
                     }
-                    EndOutcome::Answer(id, epoch) => Ok((None, (id, epoch))),
+                })
+                .await?;
+            match answer {
+                Some(answer) => {
+                    self.markers.wake();
+                    return Ok(answer);
                 }
-            })
-            .await?;
-        self.markers.wake();
-        Ok(answer)
+                None => fresh = Some(self.producer_ids.next_producer_id().await?.0),
+            }
+        }
+        Err(ResponseError::ConcurrentTransactions)
     }
 
     /// The committed state of `transactional_id`.

@@ -55,6 +55,7 @@ impl ReplicaManager {
         ReplicaManager {
             txn_verifier: TxnVerifier::new(
                 config.transaction_version,
+                config.transaction_partition_verification_enable,
                 config.socket_request_max_bytes,
             ),
             config,

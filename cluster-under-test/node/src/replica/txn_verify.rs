@@ -94,15 +94,22 @@ pub struct Verification<'a> {
 pub struct TxnVerifier {
     /// `transaction.version` (1 or 2).
     transaction_version: i16,
+    /// `transaction.partition.verification.enable`.
+    verification_enabled: bool,
     max_frame_bytes: usize,
     clients: Mutex<HashMap<(String, u16), Arc<NodeClient>>>,
 }
 
 impl TxnVerifier {
     /// A verifier for a node running `transaction_version`.
-    pub fn new(transaction_version: i16, max_frame_bytes: usize) -> TxnVerifier {
+    pub fn new(
+        transaction_version: i16,
+        verification_enabled: bool,
+        max_frame_bytes: usize,
+    ) -> TxnVerifier {
         TxnVerifier {
             transaction_version,
+            verification_enabled,
             max_frame_bytes,
             clients: Mutex::new(HashMap::new()),
         }
@@ -112,6 +119,13 @@ impl TxnVerifier {
     /// Produce v12+ client) rather than only checking it.
     pub fn adds_implicitly(&self, produce_version: i16) -> bool {
         self.transaction_version >= 2 && produce_version >= 12
+    }
+
+    /// Whether a produce of `produce_version` is checked at all: with
+    /// `transaction.partition.verification.enable` on, or when the check adds the partition
+    /// (TV2, Produce v12+), which a TV2 transaction needs whatever the setting.
+    pub fn checks(&self, produce_version: i16) -> bool {
+        self.verification_enabled || self.adds_implicitly(produce_version)
     }
 
     /// Asks the coordinator; `Ok` when the partition is (now) in the producer's transaction.
@@ -253,8 +267,16 @@ mod tests {
 
     #[test]
     fn only_tv2_with_produce_v12_adds_implicitly() {
-        assert!(TxnVerifier::new(2, 1 << 20).adds_implicitly(12));
-        assert!(!TxnVerifier::new(2, 1 << 20).adds_implicitly(11));
-        assert!(!TxnVerifier::new(1, 1 << 20).adds_implicitly(12));
+        assert!(TxnVerifier::new(2, true, 1 << 20).adds_implicitly(12));
+        assert!(!TxnVerifier::new(2, true, 1 << 20).adds_implicitly(11));
+        assert!(!TxnVerifier::new(1, true, 1 << 20).adds_implicitly(12));
+    }
+
+    #[test]
+    fn the_setting_turns_off_only_checks_that_add_nothing() {
+        assert!(!TxnVerifier::new(1, false, 1 << 20).checks(12));
+        assert!(!TxnVerifier::new(2, false, 1 << 20).checks(11));
+        assert!(TxnVerifier::new(2, false, 1 << 20).checks(12));
+        assert!(TxnVerifier::new(1, true, 1 << 20).checks(3));
     }
 }

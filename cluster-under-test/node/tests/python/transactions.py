@@ -1,10 +1,12 @@
 """Transactions through a real client (confluent-kafka, librdkafka's transactional producer)
 against a logjam-node cluster.
 
-Usage: transactions.py BOOTSTRAP TOPIC {commit-abort,zombie}
+Usage: transactions.py BOOTSTRAP TOPIC {commit-abort,zombie,kafka-python-commit-abort}
 
 commit-abort: init_transactions, then a committed transaction of 10 records, an aborted one
 of 10, and another committed one of 10; every call must succeed. Prints the offsets acked.
+
+kafka-python-commit-abort: commit-abort with kafka-python's transactional producer.
 
 zombie: producer A opens a transaction and produces; producer B with the same
 transactional.id calls init_transactions (which fences A and aborts A's transaction); A's
@@ -85,6 +87,33 @@ def commit_abort(bootstrap, topic):
     return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
 
 
+def kafka_python_commit_abort(bootstrap, topic):
+    """commit-abort with kafka-python's transactional producer (its own protocol code, not
+    librdkafka's), read back with the read_committed consumer above."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap.split(","),
+                      transactional_id=f"{topic}-kp-txn",
+                      transaction_timeout_ms=60000, linger_ms=5)
+    p.init_transactions()
+    acked = []
+    for tag, commit in [("c1", True), ("a1", False), ("c2", True)]:
+        p.begin_transaction()
+        futures = [p.send(topic, key=f"{tag}-{i}".encode(), value=b"v", partition=i % 2)
+                   for i in range(10)]
+        p.flush(30)
+        acked.extend(f.get(timeout=30).offset for f in futures)
+        if commit:
+            p.commit_transaction()
+        else:
+            p.abort_transaction()
+    p.close(timeout=10)
+    keys, complete = read_committed(bootstrap, topic)
+    expected = sorted(f"{tag}-{i}" for tag in ("c1", "c2") for i in range(10))
+    ok = len(acked) == 30 and complete and keys == expected
+    return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
+
+
 def zombie(bootstrap, topic):
     from confluent_kafka import KafkaException
 
@@ -150,7 +179,8 @@ def main():
         seen["ok"] = ok
         print(json.dumps(seen))
         sys.exit(0 if ok else 1)
-    ok, seen = {"commit-abort": commit_abort, "zombie": zombie}[mode](bootstrap, topic)
+    ok, seen = {"commit-abort": commit_abort, "zombie": zombie,
+                 "kafka-python-commit-abort": kafka_python_commit_abort}[mode](bootstrap, topic)
     seen["ok"] = ok
     print(json.dumps(seen))
     sys.exit(0 if ok else 1)

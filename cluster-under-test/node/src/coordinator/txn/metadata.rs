@@ -96,6 +96,10 @@ pub struct TransactionMetadata {
     pub producer_id: i64,
     /// The producer id before the last rotation (epoch exhaustion), or -1.
     pub previous_producer_id: i64,
+    /// The producer id the transaction being prepared hands over to at its completion, or -1:
+    /// set by a TV2 EndTxn whose epoch bump would exhaust the epoch (Kafka's
+    /// `nextProducerId`).
+    pub next_producer_id: i64,
     /// The current epoch (-1 before the first InitProducerId completes).
     pub producer_epoch: i16,
     /// The epoch before the last bump under the same producer id, or -1: lets a retried
@@ -122,7 +126,7 @@ impl TransactionMetadata {
         TxnLogValue {
             producer_id: self.producer_id,
             previous_producer_id: self.previous_producer_id,
-            next_producer_id: -1,
+            next_producer_id: self.next_producer_id,
             producer_epoch: self.producer_epoch,
             timeout_ms: self.timeout_ms,
             // Kafka never logs the fence: it is logged as the abort it leads to.
@@ -162,6 +166,7 @@ impl TransactionMetadata {
         Ok(TransactionMetadata {
             producer_id: value.producer_id,
             previous_producer_id: value.previous_producer_id,
+            next_producer_id: value.next_producer_id,
             producer_epoch: value.producer_epoch,
             last_producer_epoch,
             timeout_ms: value.timeout_ms,

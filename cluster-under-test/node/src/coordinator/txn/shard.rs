@@ -72,6 +72,7 @@ mod tests {
         let mut meta = TransactionMetadata {
             producer_id: 5,
             previous_producer_id: -1,
+            next_producer_id: -1,
             producer_epoch: 0,
             last_producer_epoch: -1,
             timeout_ms: 1000,

@@ -81,6 +81,7 @@ pub fn init_producer_id(
         return Ok(InitOutcome::Write(TransactionMetadata {
             producer_id,
             previous_producer_id: -1,
+            next_producer_id: -1,
             producer_epoch: 0,
             last_producer_epoch: -1,
             timeout_ms: request.timeout_ms,
@@ -232,10 +233,18 @@ pub enum EndOutcome {
     Write(TransactionMetadata),
     /// Answer this producer id and epoch, writing nothing (a retry of a completed EndTxn).
     Answer(i64, i16),
+    /// The TV2 bump would exhaust the epoch: decide again with a fresh producer id.
+    NeedProducerId,
 }
 
 /// Decides EndTxn. `bump` is true for a TV2 request (EndTxn v5+ on a `transaction.version`
 /// 2 node): the epoch is bumped at the prepare, and a retry comes at the epoch before it.
+/// When the bump would leave the epoch exhausted (Kafka's `isProducerEpochExhausted`), the
+/// prepare also names `fresh_producer_id` as its `next_producer_id` (asking for one with
+/// [`EndOutcome::NeedProducerId`]): the markers carry the old id at the bumped epoch, the
+/// completion moves to the new id at epoch 0, and the answer is the new id at epoch 0
+/// (KIP-890; Kafka's `prepareAbortOrCommit` / `prepareComplete`). A retry after the
+/// completion comes with the previous producer id.
 ///
 /// # Errors
 /// `INVALID_PRODUCER_ID_MAPPING`, `PRODUCER_FENCED`, `CONCURRENT_TRANSACTIONS` (the same
@@ -248,9 +257,29 @@ pub fn end_txn(
     commit: bool,
     bump: bool,
     now_ms: i64,
+    fresh_producer_id: Option<i64>,
 ) -> Result<EndOutcome, ResponseError> {
-    let meta = current
-        .filter(|meta| meta.producer_id == producer_id && meta.state != TxnState::Dead)
+    let live = current.filter(|meta| meta.state != TxnState::Dead);
+    if let Some(meta) = live.filter(|meta| {
+        bump && meta.previous_producer_id == producer_id
+            && meta.producer_id != producer_id
+            && meta.producer_epoch == 0
+            && epoch_exhausted(epoch)
+    }) {
+        // A retry of the EndTxn that moved the id to a new producer id.
+        let done = if commit {
+            TxnState::CompleteCommit
+        } else {
+            TxnState::CompleteAbort
+        };
+        return if meta.state == done {
+            Ok(EndOutcome::Answer(meta.producer_id, meta.producer_epoch))
+        } else {
+            Err(ResponseError::InvalidTxnState)
+        };
+    }
+    let meta = live
+        .filter(|meta| meta.producer_id == producer_id)
         .ok_or(ResponseError::InvalidProducerIdMapping)?;
     let retry = bump && meta.producer_epoch > 0 && epoch == meta.producer_epoch - 1;
     if meta.producer_epoch != epoch && !retry {
@@ -262,6 +291,22 @@ pub fn end_txn(
         (TxnState::PrepareAbort, TxnState::CompleteAbort)
     };
     let answer = EndOutcome::Answer(meta.producer_id, meta.producer_epoch);
+    let rotates = bump && epoch_exhausted(meta.producer_epoch);
+    let next_producer_id = match (rotates, fresh_producer_id) {
+        (false, _) => -1,
+        (true, Some(fresh)) => fresh,
+        (true, None) => -1,
+    };
+    let opens_prepare = |state: TxnState| match state {
+        TxnState::Ongoing => !retry,
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+            bump && !commit && !retry
+        }
+        _ => false,
+    };
+    if rotates && fresh_producer_id.is_none() && opens_prepare(meta.state) {
+        return Ok(EndOutcome::NeedProducerId);
+    }
     match meta.state {
         state if state == prepare => Err(ResponseError::ConcurrentTransactions),
         state if state == complete && (retry || !bump) => Ok(answer),
@@ -270,6 +315,7 @@ pub fn end_txn(
             if bump && meta.producer_epoch < i16::MAX {
                 next.producer_epoch = meta.producer_epoch + 1;
             }
+            next.next_producer_id = next_producer_id;
             next.state = prepare;
             next.last_update_ms = now_ms;
             Ok(EndOutcome::Write(next))
@@ -280,6 +326,7 @@ pub fn end_txn(
         {
             let mut next = meta.clone();
             next.producer_epoch = meta.producer_epoch.saturating_add(1);
+            next.next_producer_id = next_producer_id;
             next.state = prepare;
             next.partitions.clear();
             next.last_update_ms = now_ms;
@@ -332,6 +379,13 @@ pub fn complete(
     };
     next.partitions.clear();
     next.last_update_ms = now_ms;
+    if meta.next_producer_id != -1 {
+        next.previous_producer_id = meta.producer_id;
+        next.producer_id = meta.next_producer_id;
+        next.producer_epoch = 0;
+        next.last_producer_epoch = -1;
+        next.next_producer_id = -1;
+    }
     Some(next)
 }
 

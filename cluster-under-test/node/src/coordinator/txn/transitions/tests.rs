@@ -22,6 +22,7 @@ fn meta(state: TxnState, epoch: i16) -> TransactionMetadata {
     TransactionMetadata {
         producer_id: 7,
         previous_producer_id: -1,
+        next_producer_id: -1,
         producer_epoch: epoch,
         last_producer_epoch: -1,
         timeout_ms: 60_000,
@@ -326,12 +327,13 @@ fn end_txn_table() {
     ];
     for (index, (state, epoch, commit, bump, want)) in table.into_iter().enumerate() {
         let current = meta(state, 3);
-        let got = end_txn(Some(&current), 7, epoch, commit, bump, NOW).map(|o| match o {
+        let got = end_txn(Some(&current), 7, epoch, commit, bump, NOW, None).map(|o| match o {
             EndOutcome::Write(m) => (m.state, m.producer_epoch),
             EndOutcome::Answer(pid, e) => {
                 assert_eq!(pid, 7);
                 (state, e)
             }
+            EndOutcome::NeedProducerId => panic!("row {index}: no rotation expected"),
         });
         assert_eq!(
             got, want,
@@ -339,11 +341,11 @@ fn end_txn_table() {
         );
     }
     assert_eq!(
-        end_txn(None, 7, 3, true, false, NOW),
+        end_txn(None, 7, 3, true, false, NOW, None),
         Err(E::InvalidProducerIdMapping)
     );
     assert_eq!(
-        end_txn(Some(&meta(Ongoing, 3)), 8, 3, true, false, NOW),
+        end_txn(Some(&meta(Ongoing, 3)), 8, 3, true, false, NOW, None),
         Err(E::InvalidProducerIdMapping)
     );
 }
@@ -375,4 +377,120 @@ fn an_open_transaction_expires_after_its_timeout_with_a_fence() {
     );
     assert_eq!(expire(&meta(TxnState::Empty, 3), i64::MAX), None);
     assert_eq!(expire(&meta(TxnState::PrepareCommit, 3), i64::MAX), None);
+}
+
+/// TV2 EndTxn at an epoch whose bump would exhaust it: a fresh producer id is asked for, the
+/// prepare names it, the markers keep the old id at the bumped epoch, the completion moves to
+/// the new id at epoch 0, and a retry with the old id is answered the new one.
+#[test]
+fn tv2_end_txn_moves_to_a_new_producer_id_when_the_epoch_is_exhausted() {
+    let last = i16::MAX - 1;
+    let table = [
+        // (state, commit, bump, fresh, outcome: state, epoch, next producer id)
+        (TxnState::Ongoing, true, true, None, None),
+        (
+            TxnState::Ongoing,
+            true,
+            true,
+            Some(40),
+            Some((TxnState::PrepareCommit, i16::MAX, 40)),
+        ),
+        (
+            TxnState::Ongoing,
+            false,
+            true,
+            Some(40),
+            Some((TxnState::PrepareAbort, i16::MAX, 40)),
+        ),
+        (TxnState::Empty, false, true, None, None),
+        (
+            TxnState::CompleteCommit,
+            false,
+            true,
+            Some(41),
+            Some((TxnState::PrepareAbort, i16::MAX, 41)),
+        ),
+        // TV1 never bumps at EndTxn, so never rotates.
+        (
+            TxnState::Ongoing,
+            true,
+            false,
+            None,
+            Some((TxnState::PrepareCommit, last, -1)),
+        ),
+    ];
+    for (index, (state, commit, bump, fresh, want)) in table.into_iter().enumerate() {
+        let current = meta(state, last);
+        let got = end_txn(Some(&current), 7, last, commit, bump, NOW, fresh).unwrap();
+        match (got, want) {
+            (EndOutcome::NeedProducerId, None) => {}
+            (EndOutcome::Write(next), Some((state, epoch, next_id))) => {
+                assert_eq!(
+                    (
+                        next.state,
+                        next.producer_id,
+                        next.producer_epoch,
+                        next.next_producer_id
+                    ),
+                    (state, 7, epoch, next_id),
+                    "row {index}"
+                );
+            }
+            (got, want) => panic!("row {index}: {got:?}, wanted {want:?}"),
+        }
+    }
+    // Below the bound the bump needs no new id.
+    assert!(matches!(
+        end_txn(Some(&meta(TxnState::Ongoing, last - 1)), 7, last - 1, true, true, NOW, None),
+        Ok(EndOutcome::Write(next)) if next.producer_epoch == last && next.next_producer_id == -1
+    ));
+
+    let Ok(EndOutcome::Write(prepared)) = end_txn(
+        Some(&meta(TxnState::Ongoing, last)),
+        7,
+        last,
+        true,
+        true,
+        NOW,
+        Some(40),
+    ) else {
+        panic!("prepare");
+    };
+    let work = marker_work(&prepared).unwrap();
+    assert_eq!((work.producer_id, work.producer_epoch), (7, i16::MAX));
+    let done = complete(Some(&prepared), &work, NOW).unwrap();
+    assert_eq!(
+        (
+            done.state,
+            done.producer_id,
+            done.producer_epoch,
+            done.previous_producer_id,
+            done.next_producer_id
+        ),
+        (TxnState::CompleteCommit, 40, 0, 7, -1)
+    );
+    // The new id survives the log.
+    let replayed = TransactionMetadata::from_value(&prepared.to_value(), None).unwrap();
+    assert_eq!(replayed.next_producer_id, 40);
+    // A retry of the same EndTxn (old id, old epoch) gets the new id; the other outcome is
+    // refused; the old id at any other epoch is unknown.
+    assert_eq!(
+        end_txn(Some(&done), 7, last, true, true, NOW, None),
+        Ok(EndOutcome::Answer(40, 0))
+    );
+    assert_eq!(
+        end_txn(Some(&done), 7, last, false, true, NOW, None),
+        Err(E::InvalidTxnState)
+    );
+    assert_eq!(
+        end_txn(Some(&done), 7, 3, true, true, NOW, None),
+        Err(E::InvalidProducerIdMapping)
+    );
+    // The new id goes on at epoch 0.
+    let mut open = done.clone();
+    open.state = TxnState::Ongoing;
+    assert!(matches!(
+        end_txn(Some(&open), 40, 0, true, true, NOW, None),
+        Ok(EndOutcome::Write(next)) if next.producer_epoch == 1 && next.next_producer_id == -1
+    ));
 }
