@@ -376,3 +376,57 @@ fn an_open_transaction_expires_after_its_timeout_with_a_fence() {
     assert_eq!(expire(&meta(TxnState::Empty, 3), i64::MAX), None);
     assert_eq!(expire(&meta(TxnState::PrepareCommit, 3), i64::MAX), None);
 }
+
+/// Issue #13: a producer fenced by an expiry or by a new producer's InitProducerId must stay
+/// fenced. Under TV2 the fence's abort bumps twice (Kafka's fence, then the TV2 abort), so
+/// the zombie's EndTxn at its old epoch is not taken for a retry of the abort.
+#[test]
+fn a_fenced_producer_stays_fenced_table() {
+    // (tv2 transaction, how it is fenced, the epoch the abort is written at, the zombie's
+    // EndTxn(abort) with TV2 bump at its old epoch 3)
+    type Fence = fn(&TransactionMetadata) -> TransactionMetadata;
+    let by_expiry: Fence = |m| expire(m, i64::MAX).unwrap();
+    let by_init: Fence = |m| match init_producer_id(Some(m), &init(1, None, None), &rules()) {
+        Ok(InitOutcome::FenceAndAbort(next)) => next,
+        other => panic!("no fence: {other:?}"),
+    };
+    let table: Vec<(bool, &str, Fence, i16, bool, Result<(), E>)> = vec![
+        (true, "expire", by_expiry, 5, true, Err(E::ProducerFenced)),
+        (true, "init", by_init, 5, true, Err(E::ProducerFenced)),
+        (false, "expire", by_expiry, 4, false, Err(E::ProducerFenced)),
+        (false, "init", by_init, 4, false, Err(E::ProducerFenced)),
+    ];
+    for (index, (tv2, how, fence, want_epoch, bump, want)) in table.into_iter().enumerate() {
+        let ongoing = TransactionMetadata {
+            tv2,
+            ..meta(TxnState::Ongoing, 3)
+        };
+        let prepared = fence(&ongoing);
+        assert_eq!(
+            (prepared.state, prepared.producer_epoch),
+            (TxnState::PrepareAbort, want_epoch),
+            "row {index} ({how}): the abort's epoch"
+        );
+        let work = marker_work(&prepared).unwrap();
+        let aborted = complete(Some(&prepared), &work, NOW).unwrap();
+        assert_eq!(aborted.state, TxnState::CompleteAbort, "row {index}");
+        let got = end_txn(Some(&aborted), 7, 3, false, bump, NOW).map(|_| ());
+        assert_eq!(
+            got, want,
+            "row {index} ({how}): EndTxn(abort) at the old epoch"
+        );
+        // The new epoch works: TV2 aborts at it with nothing open, bumping once more.
+        if bump {
+            assert_eq!(
+                end_txn(Some(&aborted), 7, want_epoch, false, true, NOW),
+                Ok(EndOutcome::Write(TransactionMetadata {
+                    producer_epoch: want_epoch + 1,
+                    state: TxnState::PrepareAbort,
+                    last_update_ms: NOW,
+                    ..aborted.clone()
+                })),
+                "row {index}: an abort with nothing open at the current epoch bumps it"
+            );
+        }
+    }
+}
