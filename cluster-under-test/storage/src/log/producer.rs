@@ -84,6 +84,7 @@ impl Log {
                 let start = (*base).max(map_end).max(log_start);
                 self.producers.update_map_end_offset(start);
                 if to_snapshot.contains(base) {
+                    self.flush_txn_indexes_from(replayed_from)?;
                     self.producers.take_snapshot()?;
                 }
                 batches_replayed +=
@@ -91,6 +92,7 @@ impl Log {
             }
         }
         self.producers.update_map_end_offset(last_offset);
+        self.flush_txn_indexes_from(replayed_from)?;
         self.producers.take_snapshot()?;
         // Transactions the replay completed below the high watermark are stable.
         self.producers
