@@ -265,6 +265,19 @@ pub fn end_txn(
     if meta.producer_epoch != epoch && !retry {
         return Err(ResponseError::ProducerFenced);
     }
+    // TV2 (Kafka's `isValidEpoch`): while markers are written only a retry is valid, since
+    // the current epoch is the bumped one no client was answered yet; an open or empty
+    // transaction takes only the current epoch.
+    if bump {
+        let valid = match meta.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => true,
+            _ => epoch == meta.producer_epoch,
+        };
+        if !valid {
+            return Err(ResponseError::ProducerFenced);
+        }
+    }
     let (prepare, complete) = if commit {
         (TxnState::PrepareCommit, TxnState::CompleteCommit)
     } else {

@@ -319,6 +319,12 @@ fn end_txn_table() {
         (CompleteCommit, 2, true, true, Ok((CompleteCommit, 3))),
         (CompleteCommit, 2, false, true, Err(E::InvalidTxnState)),
         (PrepareCommit, 2, true, true, Err(E::ConcurrentTransactions)),
+        (PrepareCommit, 2, false, true, Err(E::InvalidTxnState)),
+        // Issue #13: TV2 at the current (bumped) epoch while markers are written is no
+        // retry: fenced, as Kafka's isValidEpoch says.
+        (PrepareCommit, 3, true, true, Err(E::ProducerFenced)),
+        (PrepareAbort, 3, false, true, Err(E::ProducerFenced)),
+        (Empty, 2, false, true, Err(E::ProducerFenced)),
         (CompleteCommit, 3, true, true, Err(E::InvalidTxnState)),
         // TV2 aborts with nothing open.
         (Empty, 3, false, true, Ok((PrepareAbort, 4))),
