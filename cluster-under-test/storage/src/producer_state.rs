@@ -12,8 +12,10 @@
 //! (the open transaction's first offset, markers, coordinator epochs) are in `producer_state/txn.rs`.
 
 mod txn;
+mod verification;
 
 pub use txn::CompletedTxn;
+pub use verification::{VerificationGuard, VerificationGuards};
 
 use std::collections::{HashMap, VecDeque};
 

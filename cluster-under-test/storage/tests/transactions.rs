@@ -315,3 +315,23 @@ fn truncation_drops_the_entries_above_the_cut_and_reopens_the_transaction() {
     let on_disk: u64 = txn_index_lens(dir.path()).iter().map(|(_, len)| len).sum();
     assert_eq!(on_disk, 34 * kept.len() as u64);
 }
+
+/// Issue #13 (KIP-890's verification guard): a guard taken before the coordinator is asked
+/// holds until a marker for the producer (or the append that opens its transaction): an ABORT
+/// written between the coordinator's answer and the append must be seen by the append.
+#[test]
+fn a_marker_between_verification_and_append_voids_the_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_manager, log) = open(dir.path(), &small_config(1024, 256));
+    let pid = ProducerId(5);
+    // A marker in between: the guard no longer holds.
+    let guard = lock_log(&log).start_transaction_verification(pid);
+    assert!(lock_log(&log).transaction_verification_holds(pid, guard));
+    marker(&log, 5, ControlType::Abort, 0);
+    assert!(!lock_log(&log).transaction_verification_holds(pid, guard));
+    // Nothing in between: it holds until the append that opens the transaction.
+    let guard = lock_log(&log).start_transaction_verification(pid);
+    assert!(lock_log(&log).transaction_verification_holds(pid, guard));
+    append(&log, &txn_batch(5, 0, 1));
+    assert!(!lock_log(&log).transaction_verification_holds(pid, guard));
+}
