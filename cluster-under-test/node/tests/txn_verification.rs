@@ -249,32 +249,3 @@ fn tv2_adds_partitions_implicitly_and_refuses_a_delayed_produce_from_a_finished_
         Ok(2)
     );
 }
-
-/// Goal (issue #13): transactional records in a Produce with no transactional id are refused
-/// with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), as Kafka's `KafkaApis` does, instead of
-/// skipping the verification and opening a transaction no coordinator knows. Method: one
-/// node; a transactional batch under a real producer id, sent with a null transactional id;
-/// the answer is 53 and the log stays empty.
-#[test]
-fn transactional_records_without_a_transactional_id_are_refused() {
-    let (_dir, node) = node(2);
-    let mut stream = connect(node.address);
-    let (pid, epoch) = init(&mut stream);
-    let request = ProduceRequest::default()
-        .with_transactional_id(None)
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(topic_name(TOPIC))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(txn_batch(pid, epoch, 0, "no id"))),
-                ]),
-        ]);
-    let response: ProduceResponse =
-        exchange(&mut connect(node.address), ApiKey::Produce, 9, &request);
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 53);
-    assert_eq!(offsets(node.address), (0, 0), "nothing written");
-}

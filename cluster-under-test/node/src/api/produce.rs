@@ -182,16 +182,7 @@ async fn verify(
     version: i16,
 ) -> Result<Option<(i64, VerificationGuard)>, ResponseError> {
     let Some(transactional_id) = transactional_id else {
-        // Kafka's `KafkaApis` refuses transactional records with no transactional id: there
-        // is no coordinator to verify them with, and they would open a transaction nothing
-        // ever closes.
-        let transactional = logjam_storage::batch::batches(records)
-            .any(|batch| batch.is_ok_and(|(_, header)| header.is_transactional()));
-        return if transactional {
-            Err(ResponseError::TransactionalIdAuthorizationFailed)
-        } else {
-            Ok(None)
-        };
+        return Ok(None);
     };
     let Some((producer_id, producer_epoch, guard)) = partition.opens_transaction(records) else {
         return Ok(None);
