@@ -396,7 +396,8 @@ fn a_fenced_producer_stays_fenced_table() {
         Ok(InitOutcome::FenceAndAbort(next)) => next,
         other => panic!("no fence: {other:?}"),
     };
-    let table: Vec<(bool, &str, Fence, i16, bool, Result<(), E>)> = vec![
+    type Row = (bool, &'static str, Fence, i16, bool, Result<(), E>);
+    let table: Vec<Row> = vec![
         (true, "expire", by_expiry, 5, true, Err(E::ProducerFenced)),
         (true, "init", by_init, 5, true, Err(E::ProducerFenced)),
         (false, "expire", by_expiry, 4, false, Err(E::ProducerFenced)),
