@@ -116,7 +116,7 @@ pub use manager::{LogManager, SharedLog, lock_log};
 pub use producer_snapshot::SnapshotDefect;
 pub use producer_state::{
     BatchMetadata, CompletedTxn, ProducerBatch, ProducerEntry, ProducerEpoch, ProducerId,
-    ProducerStateError, ProducerStateTable, Sequence, Verdict,
+    ProducerStateError, ProducerStateTable, Sequence, Verdict, VerificationGuard,
 };
 pub use producer_state_manager::ProducerStateManager;
 pub use recovery::{RecoveryReport, StopReason};

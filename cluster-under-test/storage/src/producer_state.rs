@@ -12,8 +12,10 @@
 //! (the open transaction's first offset, markers, coordinator epochs) are in `producer_state/txn.rs`.
 
 mod txn;
+mod verification;
 
 pub use txn::CompletedTxn;
+pub use verification::{VerificationGuard, VerificationGuards};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -323,8 +325,18 @@ impl ProducerStateTable {
             };
         }
         match entry.batches.back() {
-            // Same epoch but nothing retained: nothing to continue from.
-            None => Ok(Verdict::Append),
+            // Same epoch but nothing retained (the epoch came with a TV2 marker): Kafka's
+            // last sequence is -1 then, so the next batch must start at 0. An entry with no
+            // epoch accepts any sequence, as Kafka's does.
+            None if entry.epoch == ProducerEpoch(-1) || batch.first_sequence == Sequence(0) => {
+                Ok(Verdict::Append)
+            }
+            None => Err(ProducerStateError::OutOfOrderSequence {
+                producer_id: batch.producer_id,
+                epoch: batch.producer_epoch,
+                first_sequence: batch.first_sequence,
+                last_sequence: None,
+            }),
             Some(last) if last.last_sequence.is_followed_by(batch.first_sequence) => {
                 Ok(Verdict::Append)
             }

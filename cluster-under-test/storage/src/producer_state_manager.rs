@@ -23,7 +23,8 @@ use crate::error::Result;
 use crate::ids::Offset;
 use crate::producer_snapshot;
 use crate::producer_state::{
-    CompletedTxn, ProducerBatch, ProducerEpoch, ProducerId, ProducerStateTable,
+    CompletedTxn, ProducerBatch, ProducerEpoch, ProducerId, ProducerStateTable, VerificationGuard,
+    VerificationGuards,
 };
 
 /// One partition's producer state and snapshots. See the module docs.
@@ -40,6 +41,8 @@ pub struct ProducerStateManager {
     last_snapshot_offset: Offset,
     /// Transactions completed whose marker the high watermark has not passed, by first offset.
     unreplicated: BTreeSet<(Offset, Offset)>,
+    /// KIP-890 verification guards (transient, leader-side).
+    verifications: VerificationGuards,
 }
 
 impl ProducerStateManager {
@@ -55,6 +58,7 @@ impl ProducerStateManager {
             map_end_offset: Offset::ZERO,
             last_snapshot_offset: Offset::ZERO,
             unreplicated: BTreeSet::new(),
+            verifications: VerificationGuards::default(),
         })
     }
 
@@ -129,6 +133,7 @@ impl ProducerStateManager {
             return Ok(None);
         }
         self.table.clear();
+        self.verifications.clear_all();
         self.unreplicated.clear();
         self.load_latest_snapshot(log_start)
     }
@@ -165,6 +170,10 @@ impl ProducerStateManager {
         self.map_end_offset = header.next_offset();
         if !header.is_control() {
             if let Some(batch) = ProducerBatch::from_header(header) {
+                if batch.is_transactional {
+                    // The transaction is open now (or already was): the guard is spent.
+                    self.verifications.clear(batch.producer_id);
+                }
                 self.table
                     .record(&batch, header.base_offset, header.last_offset());
             }
@@ -173,6 +182,7 @@ impl ProducerStateManager {
         if header.producer_id < 0 {
             return None;
         }
+        self.verifications.clear(ProducerId(header.producer_id));
         let marker = match control::parse_marker(header, batch) {
             Ok(marker) => marker,
             Err(defect) => {
@@ -193,6 +203,20 @@ impl ProducerStateManager {
                 .insert((txn.first_offset, txn.last_offset));
         }
         completed
+    }
+
+    /// Takes the producer's KIP-890 verification guard (see [`VerificationGuards`]).
+    pub(crate) fn start_verification(&mut self, producer_id: ProducerId) -> VerificationGuard {
+        self.verifications.start(producer_id)
+    }
+
+    /// Whether `guard` is still the producer's: no marker and no opening append since.
+    pub(crate) fn verification_holds(
+        &self,
+        producer_id: ProducerId,
+        guard: VerificationGuard,
+    ) -> bool {
+        self.verifications.holds(producer_id, guard)
     }
 
     /// The first offset of a transaction that is open or whose marker is not yet below the
@@ -255,6 +279,7 @@ impl ProducerStateManager {
     /// I/O errors deleting.
     pub(crate) fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<()> {
         self.table.clear();
+        self.verifications.clear_all();
         self.unreplicated.clear();
         for snapshot in self.snapshot_offsets() {
             self.delete_snapshot(snapshot)?;

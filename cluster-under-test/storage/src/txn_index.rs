@@ -11,6 +11,7 @@
 //! Kafka does). A torn tail (a length not a multiple of 34) or an entry of another version is
 //! cut at open: the producer-state replay after a crash writes the entries again.
 
+use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,9 @@ impl AbortedTxn {
 pub(crate) struct TransactionIndex {
     path: PathBuf,
     entries: Vec<AbortedTxn>,
+    /// How many of the file's bytes are known durable (read at open, or fsynced since): what
+    /// a power loss keeps. Crash tests cut the file to it to drop the unsynced writes.
+    synced_len: Cell<u64>,
 }
 
 impl TransactionIndex {
@@ -89,6 +93,7 @@ impl TransactionIndex {
         let index = TransactionIndex {
             path: Self::path_for(dir, base_offset),
             entries: Vec::new(),
+            synced_len: Cell::new(0),
         };
         index.delete_file()?;
         Ok(index)
@@ -109,11 +114,15 @@ impl TransactionIndex {
             .chunks_exact(ENTRY_BYTES)
             .map_while(|chunk| AbortedTxn::decode(chunk.try_into().expect("chunk size")))
             .collect();
-        let index = TransactionIndex { path, entries };
+        let index = TransactionIndex {
+            path,
+            entries,
+            synced_len: Cell::new(bytes.len() as u64),
+        };
         if index.entries.len() * ENTRY_BYTES != bytes.len() {
             tracing::warn!(path = %index.path.display(), len = bytes.len(),
                 kept = index.entries.len(), "cutting a torn aborted-transaction index");
-            index.rewrite()?;
+            index.cut_file()?;
         }
         Ok(index)
     }
@@ -123,7 +132,8 @@ impl TransactionIndex {
         &self.entries
     }
 
-    /// Appends an entry (the file is flushed with the segment).
+    /// Appends an entry (the file is flushed with the segment, or by [`Self::flush`] before
+    /// anything durable depends on it).
     ///
     /// # Errors
     /// I/O errors writing.
@@ -151,7 +161,7 @@ impl TransactionIndex {
             return Ok(());
         }
         self.entries.truncate(kept);
-        self.rewrite()
+        self.cut_file()
     }
 
     /// Fsyncs the file, if there is one.
@@ -160,7 +170,15 @@ impl TransactionIndex {
     /// I/O errors.
     pub(crate) fn flush(&self) -> Result<()> {
         match File::open(&self.path) {
-            Ok(file) => file.sync_data().map_err(Error::io("fsync", &self.path)),
+            Ok(file) => {
+                file.sync_data().map_err(Error::io("fsync", &self.path))?;
+                let len = file
+                    .metadata()
+                    .map_err(Error::io("stat", &self.path))?
+                    .len();
+                self.synced_len.set(len);
+                Ok(())
+            }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(Error::io("open", &self.path)(error)),
         }
@@ -178,12 +196,33 @@ impl TransactionIndex {
         }
     }
 
-    fn rewrite(&self) -> Result<()> {
+    /// The bytes of the file known durable (see the field).
+    pub(crate) fn synced_len(&self) -> u64 {
+        self.synced_len.get()
+    }
+
+    /// Cuts the file in place to the kept entries and fsyncs it (an empty index deletes it,
+    /// durably): the kept entries, already in the file, are never rewritten, so a crash
+    /// during the cut cannot lose them (a truncate-then-write could).
+    fn cut_file(&self) -> Result<()> {
         if self.entries.is_empty() {
-            return self.delete_file();
+            self.delete_file()?;
+            if let Some(dir) = self.path.parent() {
+                crate::durable::sync_dir(dir)?;
+            }
+            self.synced_len.set(0);
+            return Ok(());
         }
-        let bytes: Vec<u8> = self.entries.iter().flat_map(AbortedTxn::encode).collect();
-        fs::write(&self.path, bytes).map_err(Error::io("write", &self.path))
+        let len = (self.entries.len() * ENTRY_BYTES) as u64;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .map_err(Error::io("open", &self.path))?;
+        file.set_len(len)
+            .map_err(Error::io("truncate", &self.path))?;
+        file.sync_data().map_err(Error::io("fsync", &self.path))?;
+        self.synced_len.set(len);
+        Ok(())
     }
 }
 
@@ -220,8 +259,18 @@ mod tests {
         let reopened = TransactionIndex::open(dir.path(), Offset(0)).unwrap();
         assert_eq!(reopened.entries().len(), 3);
 
+        assert_eq!(
+            index.synced_len(),
+            0,
+            "appends are not durable until flushed"
+        );
         index.truncate_to(Offset(8)).unwrap();
         assert_eq!(index.entries(), &[txn(1, 0, 4)]);
+        assert_eq!(
+            index.synced_len(),
+            ENTRY_BYTES as u64,
+            "the cut is fsynced in place"
+        );
         let reopened = TransactionIndex::open(dir.path(), Offset(0)).unwrap();
         assert_eq!(reopened.entries(), &[txn(1, 0, 4)]);
 

@@ -193,6 +193,51 @@ fn fill(log: &SharedLog) -> Vec<AbortedTxn> {
     aborted
 }
 
+/// Issue #13: the replay after a crash writes the `.txnindex` entries again and then a
+/// durable producer snapshot above them. A second crash that drops every write not fsynced
+/// (cut each `.txnindex` to what the index knows durable, as lazyfs would) must not leave a
+/// snapshot no replay reaches below while the entries are gone.
+#[test]
+fn entries_the_replay_rewrites_are_durable_before_the_snapshot_above_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(1024, 256);
+    let (manager, log) = open(dir.path(), &config);
+    let aborted = fill(&log);
+    let end = lock_log(&log).log_end_offset();
+    drop((manager, log)); // crash 1
+    let pdir = dir.path().join(tp().dir_name());
+    for (base, _) in txn_index_lens(dir.path()) {
+        std::fs::remove_file(pdir.join(format!("{}.txnindex", segment_file_stem(base)))).unwrap();
+    }
+    for entry in std::fs::read_dir(&pdir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|ext| ext == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let (manager, log) = open(dir.path(), &config);
+    let synced = lock_log(&log).txn_index_synced_lens();
+    assert_eq!(lock_log(&log).aborted_transactions(Offset(0), end), aborted);
+    drop((manager, log)); // crash 2: the unsynced index writes are lost
+    for (base, len) in synced {
+        let path = pdir.join(format!("{}.txnindex", segment_file_stem(base)));
+        if path.exists() {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(len)
+                .unwrap();
+        }
+    }
+    let (_manager, log) = open(dir.path(), &config);
+    assert_eq!(
+        lock_log(&log).aborted_transactions(Offset(0), end),
+        aborted,
+        "every aborted transaction survives the second crash"
+    );
+}
+
 #[test]
 fn txn_indexes_survive_a_clean_reopen_and_are_rebuilt_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
@@ -269,4 +314,24 @@ fn truncation_drops_the_entries_above_the_cut_and_reopens_the_transaction() {
     assert_eq!(log.first_unstable_offset(), Some(cut_txn.first_offset));
     let on_disk: u64 = txn_index_lens(dir.path()).iter().map(|(_, len)| len).sum();
     assert_eq!(on_disk, 34 * kept.len() as u64);
+}
+
+/// Issue #13 (KIP-890's verification guard): a guard taken before the coordinator is asked
+/// holds until a marker for the producer (or the append that opens its transaction): an ABORT
+/// written between the coordinator's answer and the append must be seen by the append.
+#[test]
+fn a_marker_between_verification_and_append_voids_the_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_manager, log) = open(dir.path(), &small_config(1024, 256));
+    let pid = ProducerId(5);
+    // A marker in between: the guard no longer holds.
+    let guard = lock_log(&log).start_transaction_verification(pid);
+    assert!(lock_log(&log).transaction_verification_holds(pid, guard));
+    marker(&log, 5, ControlType::Abort, 0);
+    assert!(!lock_log(&log).transaction_verification_holds(pid, guard));
+    // Nothing in between: it holds until the append that opens the transaction.
+    let guard = lock_log(&log).start_transaction_verification(pid);
+    assert!(lock_log(&log).transaction_verification_holds(pid, guard));
+    append(&log, &txn_batch(5, 0, 1));
+    assert!(!lock_log(&log).transaction_verification_holds(pid, guard));
 }

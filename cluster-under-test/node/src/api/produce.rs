@@ -24,6 +24,7 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use logjam_storage::VerificationGuard;
 
 use crate::api::Reply;
 use crate::canary::Canary;
@@ -65,8 +66,8 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                                 .await
                             {
                                 Err(error) => Err(error),
-                                Ok(()) => Arc::clone(&partition)
-                                    .append(records, acks)
+                                Ok(guard) => Arc::clone(&partition)
+                                    .append_verified(records, acks, guard)
                                     .await
                                     .map(|appended| (partition, appended)),
                             }
@@ -179,15 +180,15 @@ async fn verify(
     partition: &Partition,
     records: &[u8],
     version: i16,
-) -> Result<(), ResponseError> {
+) -> Result<Option<(i64, VerificationGuard)>, ResponseError> {
     let Some(transactional_id) = transactional_id else {
-        return Ok(());
+        return Ok(None);
     };
     if !replicas.txn_verifier().checks(version) {
-        return Ok(());
+        return Ok(None);
     }
-    let Some((producer_id, producer_epoch)) = partition.opens_transaction(records) else {
-        return Ok(());
+    let Some((producer_id, producer_epoch, guard)) = partition.opens_transaction(records) else {
+        return Ok(None);
     };
     let check = Verification {
         transactional_id: transactional_id.0.as_str(),
@@ -204,7 +205,7 @@ async fn verify(
     if let Err(error) = verified {
         tracing::debug!(?check, ?error, "transactional produce not verified");
     }
-    verified
+    verified.map(|()| Some((producer_id, guard)))
 }
 
 /// One partition of a produce request on its way to an answer.

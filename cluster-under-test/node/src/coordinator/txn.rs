@@ -280,6 +280,7 @@ impl TxnCoordinator {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), ResponseError> {
+        record::check_transactional_id(transactional_id)?;
         if !self.replicas.image().topics.contains_key(TOPIC) {
             self.ensure_topic().await?;
         }
@@ -336,6 +337,7 @@ impl TxnCoordinator {
             Option<&TransactionMetadata>,
         ) -> Result<(Option<TransactionMetadata>, T), ResponseError>,
     ) -> Result<T, ResponseError> {
+        record::check_transactional_id(transactional_id)?;
         let index = self.partition_of(transactional_id);
         self.runtime
             .write(index, WRITE_TIMEOUT, |shard| {

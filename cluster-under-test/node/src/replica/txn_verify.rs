@@ -8,8 +8,9 @@
 //! over the wire with a [`NodeClient`]: the coordinator's code is never called directly.
 //!
 //! The coordinator's answer becomes the produce error as Kafka's `ReplicaManager` maps it
-//! ([`produce_error`]). Unlike Kafka no verification guard is kept between the answer and the
-//! append (the append follows at once on the same request).
+//! ([`produce_error`]). As in Kafka, a verification guard taken before the question
+//! (`Partition::opens_transaction`) must still hold at the append (`Partition::append_verified`):
+//! a marker in between voids it, and the append is `INVALID_TXN_STATE`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@ use crate::batch;
 use crate::error::Result;
 use crate::ids::Offset;
 use crate::log::Log;
-use crate::producer_state::ProducerStateTable;
+use crate::producer_state::{ProducerId, ProducerStateTable};
 use crate::producer_state_manager::ProducerStateManager;
 
 /// Bytes read at a time while replaying.
@@ -32,6 +32,26 @@ impl Log {
     /// The idempotent-producer state of this partition, as of the log end.
     pub fn producer_state(&self) -> &ProducerStateTable {
         self.producers.table()
+    }
+
+    /// Takes the KIP-890 verification guard of `producer_id` before the coordinator is asked
+    /// about its first transactional batch here (Kafka's `maybeStartTransactionVerification`).
+    pub fn start_transaction_verification(
+        &mut self,
+        producer_id: ProducerId,
+    ) -> crate::producer_state::VerificationGuard {
+        self.producers.start_verification(producer_id)
+    }
+
+    /// Whether `guard` still holds for `producer_id`: no marker for it and no append that
+    /// opened its transaction since it was taken. An append opening a transaction under a
+    /// guard that no longer holds must be refused (`INVALID_TXN_STATE`).
+    pub fn transaction_verification_holds(
+        &self,
+        producer_id: ProducerId,
+        guard: crate::producer_state::VerificationGuard,
+    ) -> bool {
+        self.producers.verification_holds(producer_id, guard)
     }
 
     /// The producer state manager (snapshot offsets, map end).
@@ -84,6 +104,7 @@ impl Log {
                 let start = (*base).max(map_end).max(log_start);
                 self.producers.update_map_end_offset(start);
                 if to_snapshot.contains(base) {
+                    self.flush_txn_indexes_from(replayed_from)?;
                     self.producers.take_snapshot()?;
                 }
                 batches_replayed +=
@@ -91,6 +112,7 @@ impl Log {
             }
         }
         self.producers.update_map_end_offset(last_offset);
+        self.flush_txn_indexes_from(replayed_from)?;
         self.producers.take_snapshot()?;
         // Transactions the replay completed below the high watermark are stable.
         self.producers

@@ -37,6 +37,40 @@ impl Log {
         self.segments[holding].txn_index.append(entry)
     }
 
+    /// Fsyncs the `.txnindex` of every segment with an entry whose marker is at or after
+    /// `from` (and the directory, for the files those appends created): a producer snapshot
+    /// above them must not become durable before they do, or a crash that drops them leaves
+    /// a snapshot no replay reaches below, and aborted records readable as committed.
+    pub(super) fn flush_txn_indexes_from(&self, from: Offset) -> Result<()> {
+        let mut flushed = false;
+        for segment in &self.segments {
+            let touched = segment
+                .txn_index
+                .entries()
+                .last()
+                .is_some_and(|entry| entry.last_offset >= from);
+            if touched {
+                segment.txn_index.flush()?;
+                flushed = true;
+            }
+        }
+        if flushed {
+            crate::durable::sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// For crash tests: each segment's base offset and the bytes of its `.txnindex` known
+    /// durable (fsynced, or read at open); cutting each file to it is what a power loss
+    /// keeps.
+    #[doc(hidden)]
+    pub fn txn_index_synced_lens(&self) -> Vec<(Offset, u64)> {
+        self.segments
+            .iter()
+            .map(|segment| (segment.base_offset(), segment.txn_index.synced_len()))
+            .collect()
+    }
+
     /// Appends a transaction marker as the partition leader (WriteTxnMarkers): checks it
     /// against the producer state (an older producer epoch, an older coordinator epoch), then
     /// appends one control batch with the producer's id and epoch in `leader_epoch`.

@@ -243,6 +243,11 @@ mod tests {
         assert_eq!(entry.epoch, ProducerEpoch(1));
         assert!(entry.batches.is_empty());
         assert_eq!(entry.coordinator_epoch, 0);
+        // Issue #13: the next batch at the marker's epoch must start at sequence 0 (Kafka's
+        // last sequence is -1 after the bump), not at any sequence.
+        let out_of_order = table.check(&data(1, 5, true)).unwrap_err();
+        assert_eq!(out_of_order.kafka_error_code(), 45);
+        assert_eq!(table.check(&data(1, 0, true)), Ok(Verdict::Append));
     }
 
     #[test]

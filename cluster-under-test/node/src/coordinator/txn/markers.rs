@@ -194,8 +194,20 @@ async fn finish(
     };
     match outcome {
         Ok(()) => {
-            if let Err(error) = complete(&coordinator, &id, &work).await {
-                tracing::debug!(transactional_id = %id, ?error, "completion not written; retried by the next scan");
+            // Only the completion is retried (Kafka's `tryAppendToLog` retry): a failed
+            // write (REQUEST_TIMED_OUT) may still commit, so dropping the task would let the
+            // next scan send every marker again, and a late one could close the id's next
+            // transaction. Markers are sent again only by a new coordinator epoch.
+            while let Err(error) = complete(&coordinator, &id, &work).await {
+                if error == ResponseError::NotCoordinator
+                    || coordinator.markers.coordinator_epoch(index) != Some(epoch)
+                {
+                    tracing::debug!(transactional_id = %id, ?error,
+                        "completion not written and no longer coordinator; the next one resumes");
+                    break;
+                }
+                tracing::debug!(transactional_id = %id, ?error, "completion not written; retrying it");
+                tokio::time::sleep(RETRY_BACKOFF).await;
             }
             coordinator.markers.tasks().remove(&id);
         }

@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::ResponseError;
 
 /// The statuses as `TransactionStatus` codes them in the log.
 pub const STATUS_EMPTY: i8 = 0;
@@ -56,7 +57,19 @@ pub struct TxnLogValue {
     pub client_transaction_version: i16,
 }
 
-/// Encodes the key of `transactional_id`.
+/// Whether `transactional_id` fits a key: its length is an INT16 there, so a longer id would
+/// wrap and could decode as another id, whose state it would overwrite.
+///
+/// # Errors
+/// `INVALID_REQUEST` for an id longer than `i16::MAX` bytes.
+pub fn check_transactional_id(transactional_id: &str) -> Result<(), ResponseError> {
+    if transactional_id.len() > i16::MAX as usize {
+        return Err(ResponseError::InvalidRequest);
+    }
+    Ok(())
+}
+
+/// Encodes the key of `transactional_id` (one [`check_transactional_id`] accepted).
 pub fn encode_key(transactional_id: &str) -> Bytes {
     let mut buf = BytesMut::new();
     buf.put_i16(0);
@@ -75,6 +88,12 @@ pub fn decode_key(bytes: &[u8]) -> Result<String, String> {
         return Err(format!("transaction log key version {version} is not 0"));
     }
     let id = reader.string()?;
+    if !reader.0.is_empty() {
+        return Err(format!(
+            "transaction log key has {} bytes after the id",
+            reader.0.len()
+        ));
+    }
     Ok(id)
 }
 
@@ -363,6 +382,19 @@ mod tests {
             assert!(decode_value(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         assert!(decode_key(&[0, 1, 0, 1]).is_err());
+        // Issue #13: leftover bytes are an error, not another id's key.
+        let mut key = encode_key("a").to_vec();
+        key.push(b'b');
+        assert!(decode_key(&key).is_err());
+    }
+
+    #[test]
+    fn ids_whose_length_does_not_fit_an_int16_are_refused() {
+        assert_eq!(check_transactional_id(&"x".repeat(32_767)), Ok(()));
+        assert_eq!(
+            check_transactional_id(&"x".repeat(32_768)),
+            Err(ResponseError::InvalidRequest)
+        );
         assert!(decode_value(&[0, 9]).is_err());
     }
 }

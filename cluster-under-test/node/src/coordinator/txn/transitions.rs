@@ -28,6 +28,15 @@ fn epoch_exhausted(epoch: i16) -> bool {
     epoch >= i16::MAX - 1
 }
 
+/// The epoch of the abort that fences `meta`'s producer (Kafka's `prepareFenceProducerEpoch`,
+/// then `prepareAbortOrCommit`): one bump, and under TV2 the abort bumps again, so the fenced
+/// producer's epoch is not the one just before the abort's, which TV2's EndTxn takes for a
+/// retry and would answer with the new epoch.
+fn fenced_epoch(meta: &TransactionMetadata) -> i16 {
+    let bumps = if meta.tv2 { 2 } else { 1 };
+    meta.producer_epoch.saturating_add(bumps)
+}
+
 /// A partition, as (topic, index).
 pub type TopicPartition = (String, i32);
 
@@ -110,7 +119,7 @@ pub fn init_producer_id(
             // CANARY(no-zombie-fence): the open transaction is aborted at the producer's own
             // epoch, so the old producer is not fenced.
             if !rules.canaries.is_on(Canary::NoZombieFence) && meta.producer_epoch < i16::MAX {
-                fenced.producer_epoch = meta.producer_epoch + 1;
+                fenced.producer_epoch = fenced_epoch(meta);
             }
             fenced.state = TxnState::PrepareAbort;
             fenced.last_update_ms = request.now_ms;
@@ -285,6 +294,19 @@ pub fn end_txn(
     if meta.producer_epoch != epoch && !retry {
         return Err(ResponseError::ProducerFenced);
     }
+    // TV2 (Kafka's `isValidEpoch`): while markers are written only a retry is valid, since
+    // the current epoch is the bumped one no client was answered yet; an open or empty
+    // transaction takes only the current epoch.
+    if bump {
+        let valid = match meta.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => true,
+            _ => epoch == meta.producer_epoch,
+        };
+        if !valid {
+            return Err(ResponseError::ProducerFenced);
+        }
+    }
     let (prepare, complete) = if commit {
         (TxnState::PrepareCommit, TxnState::CompleteCommit)
     } else {
@@ -402,7 +424,7 @@ pub fn expire(current: &TransactionMetadata, now_ms: i64) -> Option<TransactionM
     }
     let mut next = current.clone();
     if current.producer_epoch < i16::MAX {
-        next.producer_epoch = current.producer_epoch + 1;
+        next.producer_epoch = fenced_epoch(current);
     }
     next.state = TxnState::PrepareAbort;
     next.last_update_ms = now_ms;

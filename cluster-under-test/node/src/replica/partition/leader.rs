@@ -16,7 +16,7 @@ use crate::replica::replication::{
     out_of_sync_replicas, should_expand_isr,
 };
 use crate::replica::{invariants, now_ms};
-use logjam_storage::{ProducerBatch, Verdict};
+use logjam_storage::{ProducerBatch, ProducerId, Verdict, VerificationGuard};
 
 use super::{Acks, Appended, IsrChange, Partition};
 
@@ -283,6 +283,23 @@ impl Partition {
         records: Bytes,
         acks: Acks,
     ) -> Result<Appended, ResponseError> {
+        self.append_verified(records, acks, None).await
+    }
+
+    /// [`Partition::append`] of records the coordinator verified under `guard` (the producer
+    /// id and the guard [`Partition::opens_transaction`] took): if they would still open a
+    /// transaction and a marker came for the producer since the guard was taken, they are
+    /// refused with `INVALID_TXN_STATE` (KIP-890's verification guard), so a late append
+    /// cannot open a transaction the coordinator already aborted.
+    ///
+    /// # Errors
+    /// As [`Partition::append`], and `INVALID_TXN_STATE`.
+    pub async fn append_verified(
+        self: Arc<Self>,
+        records: Bytes,
+        acks: Acks,
+        guard: Option<(i64, VerificationGuard)>,
+    ) -> Result<Appended, ResponseError> {
         let producer_batch = idempotent_batch(&records)?;
         self.append_under_leadership(acks, move |partition, log, leader_epoch| {
             // The log owns the producer state (kafka-semantics.md §2) and records the batch
@@ -310,6 +327,18 @@ impl Partition {
                         tracing::debug!(partition = %partition.topic_partition, %error, "batch refused");
                         return Err(super::kafka_error(error.kafka_error_code()));
                     }
+                }
+                if let Some((producer_id, guard)) = guard
+                    && batch.is_transactional
+                    && log
+                        .producer_state()
+                        .entry(batch.producer_id)
+                        .is_none_or(|entry| entry.current_txn_first_offset.is_none())
+                    && !log.transaction_verification_holds(ProducerId(producer_id), guard)
+                {
+                    tracing::debug!(partition = %partition.topic_partition, ?batch,
+                        "a marker came between the verification and the append");
+                    return Err(ResponseError::InvalidTxnState);
                 }
             }
             let info = log

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
-use logjam_storage::{EndTxnMarker, LeaderEpoch, ProducerId};
+use logjam_storage::{EndTxnMarker, LeaderEpoch, ProducerId, VerificationGuard};
 
 use crate::replica::now_ms;
 
@@ -55,18 +55,23 @@ impl Partition {
     /// The producer id and epoch of `records` when its first batch is transactional and
     /// would open a transaction on this partition (no open one for that producer): the
     /// produce path then verifies it with the coordinator first (Kafka's
-    /// `hasOngoingTransaction`). `None` for anything else, malformed records included (the
-    /// append gives the precise error).
-    pub fn opens_transaction(&self, records: &[u8]) -> Option<(i64, i16)> {
+    /// `hasOngoingTransaction`), with the producer's verification guard taken under the log
+    /// lock, for [`Partition::append_verified`]. `None` for anything else, malformed records
+    /// included (the append gives the precise error).
+    pub fn opens_transaction(&self, records: &[u8]) -> Option<(i64, i16, VerificationGuard)> {
         let (_, header) = logjam_storage::batch::batches(records).next()?.ok()?;
         if !header.is_transactional() || header.is_control() || header.producer_id < 0 {
             return None;
         }
-        let log = self.lock();
+        let mut log = self.lock();
         let open = log
             .producer_state()
             .entry(ProducerId(header.producer_id))
             .is_some_and(|entry| entry.current_txn_first_offset.is_some());
-        (!open).then_some((header.producer_id, header.producer_epoch))
+        if open {
+            return None;
+        }
+        let guard = log.start_transaction_verification(ProducerId(header.producer_id));
+        Some((header.producer_id, header.producer_epoch, guard))
     }
 }

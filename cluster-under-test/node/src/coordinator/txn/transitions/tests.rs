@@ -320,6 +320,12 @@ fn end_txn_table() {
         (CompleteCommit, 2, true, true, Ok((CompleteCommit, 3))),
         (CompleteCommit, 2, false, true, Err(E::InvalidTxnState)),
         (PrepareCommit, 2, true, true, Err(E::ConcurrentTransactions)),
+        (PrepareCommit, 2, false, true, Err(E::InvalidTxnState)),
+        // Issue #13: TV2 at the current (bumped) epoch while markers are written is no
+        // retry: fenced, as Kafka's isValidEpoch says.
+        (PrepareCommit, 3, true, true, Err(E::ProducerFenced)),
+        (PrepareAbort, 3, false, true, Err(E::ProducerFenced)),
+        (Empty, 2, false, true, Err(E::ProducerFenced)),
         (CompleteCommit, 3, true, true, Err(E::InvalidTxnState)),
         // TV2 aborts with nothing open.
         (Empty, 3, false, true, Ok((PrepareAbort, 4))),
@@ -493,4 +499,59 @@ fn tv2_end_txn_moves_to_a_new_producer_id_when_the_epoch_is_exhausted() {
         end_txn(Some(&open), 40, 0, true, true, NOW, None),
         Ok(EndOutcome::Write(next)) if next.producer_epoch == 1 && next.next_producer_id == -1
     ));
+}
+
+/// Issue #13: a producer fenced by an expiry or by a new producer's InitProducerId must stay
+/// fenced. Under TV2 the fence's abort bumps twice (Kafka's fence, then the TV2 abort), so
+/// the zombie's EndTxn at its old epoch is not taken for a retry of the abort.
+#[test]
+fn a_fenced_producer_stays_fenced_table() {
+    // (tv2 transaction, how it is fenced, the epoch the abort is written at, the zombie's
+    // EndTxn(abort) with TV2 bump at its old epoch 3)
+    type Fence = fn(&TransactionMetadata) -> TransactionMetadata;
+    let by_expiry: Fence = |m| expire(m, i64::MAX).unwrap();
+    let by_init: Fence = |m| match init_producer_id(Some(m), &init(1, None, None), &rules()) {
+        Ok(InitOutcome::FenceAndAbort(next)) => next,
+        other => panic!("no fence: {other:?}"),
+    };
+    type Row = (bool, &'static str, Fence, i16, bool, Result<(), E>);
+    let table: Vec<Row> = vec![
+        (true, "expire", by_expiry, 5, true, Err(E::ProducerFenced)),
+        (true, "init", by_init, 5, true, Err(E::ProducerFenced)),
+        (false, "expire", by_expiry, 4, false, Err(E::ProducerFenced)),
+        (false, "init", by_init, 4, false, Err(E::ProducerFenced)),
+    ];
+    for (index, (tv2, how, fence, want_epoch, bump, want)) in table.into_iter().enumerate() {
+        let ongoing = TransactionMetadata {
+            tv2,
+            ..meta(TxnState::Ongoing, 3)
+        };
+        let prepared = fence(&ongoing);
+        assert_eq!(
+            (prepared.state, prepared.producer_epoch),
+            (TxnState::PrepareAbort, want_epoch),
+            "row {index} ({how}): the abort's epoch"
+        );
+        let work = marker_work(&prepared).unwrap();
+        let aborted = complete(Some(&prepared), &work, NOW).unwrap();
+        assert_eq!(aborted.state, TxnState::CompleteAbort, "row {index}");
+        let got = end_txn(Some(&aborted), 7, 3, false, bump, NOW, None).map(|_| ());
+        assert_eq!(
+            got, want,
+            "row {index} ({how}): EndTxn(abort) at the old epoch"
+        );
+        // The new epoch works: TV2 aborts at it with nothing open, bumping once more.
+        if bump {
+            assert_eq!(
+                end_txn(Some(&aborted), 7, want_epoch, false, true, NOW, None),
+                Ok(EndOutcome::Write(TransactionMetadata {
+                    producer_epoch: want_epoch + 1,
+                    state: TxnState::PrepareAbort,
+                    last_update_ms: NOW,
+                    ..aborted.clone()
+                })),
+                "row {index}: an abort with nothing open at the current epoch bumps it"
+            );
+        }
+    }
 }
