@@ -252,6 +252,19 @@ fn kill_at(
         eprintln!("{moment:?}: killed before the run directory existed; trying again");
         return None;
     };
+    // The signal can land after the run wrote `finished` (the harness was only exiting):
+    // that run ended before the kill, and a kill of a finished run is not what this tests.
+    let finished = std::fs::read_to_string(run.join("run.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .is_some_and(|run_json| run_json["state"] == "finished");
+    if finished {
+        eprintln!("{moment:?}: the run had finished when the kill landed; trying again");
+        wait_for("the node processes to die", Duration::from_secs(10), || {
+            node_pids_under(results).is_empty()
+        });
+        return None;
+    }
     // The harness's own namespaces (the net namespace of the sandbox, its mount namespace)
     // are told apart from the test's by comparing with ours.
     let ours = namespaces_of(std::process::id() as i32);

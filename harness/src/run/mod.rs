@@ -244,6 +244,13 @@ fn drive_and_check(
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });
+    if outcome.is_ok() {
+        // The final reads are in the history: a run stopped from here on (a node that will not
+        // shut down, a kill during shutdown) still proves its losses, and `logjam check` must
+        // not take it for one cut off before its final reads.
+        run_json["final_reads_done"] = true.into();
+        state::write_run_json(run_dir, &run_json)?;
+    }
     // Retired clients still closing in the background end with the runtime.
     runtime.shutdown_background();
     let shutdown = lab.shutdown();

@@ -80,7 +80,8 @@ pub fn mark(run_dir: &Path, state: &str, error: Option<&str>) -> anyhow::Result<
 pub struct Unfinished {
     /// run.json's `state`.
     pub state: String,
-    /// Whether the workload, final reads included, had ended (the run got to `checking`).
+    /// Whether the workload, final reads included, had ended (`final_reads_done` was written,
+    /// or the run got to `checking`).
     pub workload_ended: bool,
 }
 
@@ -96,7 +97,9 @@ pub fn unfinished(run_dir: &Path) -> Option<Unfinished> {
     let stopped_while = run.get("stopped_while").and_then(Value::as_str);
     Some(Unfinished {
         state: state.to_owned(),
-        workload_ended: state == CHECKING || stopped_while == Some(CHECKING),
+        workload_ended: state == CHECKING
+            || stopped_while == Some(CHECKING)
+            || run.get("final_reads_done").and_then(Value::as_bool) == Some(true),
     })
 }
 
@@ -217,6 +220,16 @@ mod tests {
         mark(&alive, KILLED, None).unwrap();
         assert_eq!(state(&alive), Some((KILLED.to_owned(), true)));
         assert_eq!(state(&done), None);
+        // Killed while the nodes shut down, after the final reads: its losses stay evidence.
+        let after_reads = results.path().join("after-reads");
+        std::fs::create_dir_all(&after_reads).unwrap();
+        write_run_json(
+            &after_reads,
+            &serde_json::json!({ "seed": 1, "state": RUNNING, "final_reads_done": true }),
+        )
+        .unwrap();
+        mark(&after_reads, KILLED, None).unwrap();
+        assert_eq!(state(&after_reads), Some((KILLED.to_owned(), true)));
         let text = std::fs::read_to_string(dead.join("run.json")).unwrap();
         assert!(
             text.contains("the harness died while the run was running"),
