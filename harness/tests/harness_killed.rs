@@ -159,7 +159,7 @@ fn wait_for(what: &str, within: Duration, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Waits (polling every 10 ms, up to 90 s) until `ready` holds for the history of the run
+/// Waits (polling every 2 ms, up to 90 s) until `ready` holds for the history of the run
 /// that is not among `before`, or the harness exits; returns false when it exited first.
 fn wait_for_history(
     child: &mut Child,
@@ -189,7 +189,7 @@ fn wait_for_history(
             Instant::now() < deadline,
             "the run never reached its moment"
         );
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -214,7 +214,9 @@ fn kill_at(
         Moment::Starting => 100 + rng.below(1500),
         Moment::Workload => rng.below(2000),
         Moment::Fault => rng.below(200),
-        Moment::Final => rng.below(400),
+        // The final reads, the shutdown and the check of a 5 s run take under 100 ms on a
+        // fast machine: a kill must land within a few milliseconds of the first final-poll.
+        Moment::Final => rng.below(25),
     };
     let mut namespaces = Vec::new();
     let deadline = Instant::now() + Duration::from_millis(delay);
