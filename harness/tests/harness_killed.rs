@@ -222,7 +222,8 @@ fn kill_at(
     let deadline = Instant::now() + Duration::from_millis(delay);
     // Note the harness's and the node's namespaces as they appear (the harness enters its
     // sandbox first thing; a fault may restart the node meanwhile).
-    while reached && Instant::now() < deadline {
+    // At least once, even when the delay is shorter than one look.
+    while reached {
         let harness = child.id() as i32;
         for pid in node_pids_under(results).into_iter().chain([harness]) {
             for namespace in namespaces_of(pid) {
@@ -230,6 +231,9 @@ fn kill_at(
                     namespaces.push(namespace);
                 }
             }
+        }
+        if Instant::now() >= deadline {
+            break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
