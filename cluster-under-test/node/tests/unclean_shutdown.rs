@@ -429,7 +429,18 @@ fn without_elr_a_crashed_last_isr_member_is_elected_and_acknowledged_records_are
         acked[..kept],
         "what is left is a prefix of what was acknowledged"
     );
-    let reused = produce(address, "last", b"new", -1).expect("acks=all with ISR [2, 3]");
+    // The metadata already shows ISR [2, 3]; the leader's partition may apply that image a
+    // moment later, answering NOT_ENOUGH_REPLICAS (19, nothing written) until it does.
+    let mut answer = Err(-1);
+    wait_until(
+        "acks=all is accepted with ISR [2, 3]",
+        Duration::from_secs(10),
+        || {
+            answer = produce(address, "last", b"new", -1);
+            answer != Err(19)
+        },
+    );
+    let reused = answer.expect("acks=all with ISR [2, 3]");
     assert_eq!(
         reused, acked[kept].0,
         "the lost offsets are handed out again"
