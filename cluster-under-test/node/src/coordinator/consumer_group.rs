@@ -1,5 +1,6 @@
 //! The KIP-848 consumer-group protocol's pure core: records, state, assignors, heartbeat.
 
+pub mod assignor;
 pub mod record;
 mod wire;
 
