@@ -2,12 +2,22 @@
 
 pub mod assignor;
 pub mod cause;
+pub mod config;
+pub mod heartbeat;
 pub mod reconcile;
 pub mod record;
 pub mod state;
+pub mod timers;
 mod wire;
 
+pub use cause::RebalanceCause;
+pub use config::Config;
+pub use heartbeat::{
+    HeartbeatError, HeartbeatRequest, HeartbeatResponse, Outcome, TopicsImage, expire, heartbeat,
+};
 pub use record::{
     Assignment, ConsumerGroupRecord, CurrentAssignment, MemberState, MemberSubscription,
     TopicMetadata,
 };
+pub use state::{ConsumerGroup, ConsumerGroups, GroupState, Member};
+pub use timers::{Expiry, TimerOp, Timers};

@@ -149,7 +149,7 @@ fn group() -> impl Strategy<Value = (BTreeMap<String, MemberSpec>, BTreeMap<Uuid
                     (0..counts.len() as u8).chain([4]).map(topic).collect()
                 } else {
                     (0..5u8)
-                        .filter(|t| (t + m as u8) % 3 != 0)
+                        .filter(|t| !(t + m as u8).is_multiple_of(3))
                         .map(topic)
                         .collect()
                 };

@@ -183,6 +183,7 @@ mod tests {
     };
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn table() {
         let none = BTreeSet::new();
         let p1_taken: BTreeSet<(Uuid, i32)> = [(t(1), 1)].into();

@@ -204,10 +204,12 @@ impl ConsumerGroups {
                 self.create(group_id).group_epoch = *epoch;
             }
             ConsumerGroupRecord::GroupEpoch { epoch: None, .. } => {
-                if let Some(group) = self.groups.get(group_id) {
-                    if !group.members.is_empty() {
-                        return Err(format!("group {group_id:?} deleted with members"));
-                    }
+                if self
+                    .groups
+                    .get(group_id)
+                    .is_some_and(|group| !group.members.is_empty())
+                {
+                    return Err(format!("group {group_id:?} deleted with members"));
                 }
                 self.groups.remove(group_id);
             }
