@@ -5,6 +5,7 @@ pub mod cause;
 pub mod config;
 pub mod heartbeat;
 pub mod leave;
+mod offsets;
 pub mod reconcile;
 pub mod record;
 mod scratch;
