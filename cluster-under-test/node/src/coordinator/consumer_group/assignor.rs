@@ -2,6 +2,10 @@
 //! partitions of its previous target while that stays balanced) and `range` (co-partitioned
 //! ranges per topic over the members sorted as Kafka's `RangeAssignor` sorts them: static
 //! members by instance id first, then the rest by member id). Pure functions of their input.
+//! `range` places partitions exactly as Kafka's server-side `RangeAssignor`; `uniform` keeps
+//! the properties of Kafka's `UniformAssignor` (every partition once, to a subscriber;
+//! balanced within one for identical subscriptions; a member keeps what it can) but its
+//! choice among equally good placements is its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -236,6 +236,29 @@ fn subscription_and_partition_changes_bump_the_epoch_as_metadata_changes() {
 }
 
 #[test]
+fn a_deleted_topic_is_revoked_before_the_epoch_moves() {
+    let mut shell = Shell::new(&[("t", 1), ("u", 1)]);
+    shell.ok(join("a", &["t", "u"]), 0);
+    shell.topics = image(&[("t", 1)]);
+    let both = parts(&[("t", 0), ("u", 0)]);
+    let outcome = shell.hb(beat("a", 1, both.clone()), 1).unwrap();
+    assert_eq!(
+        outcome.cause.as_ref().map(RebalanceCause::name),
+        Some("metadata-change")
+    );
+    // Still at epoch 1 until it stops reporting u-0.
+    assert_eq!(
+        (outcome.response.member_epoch, outcome.response.assignment),
+        (1, Some(parts(&[("t", 0)])))
+    );
+    assert_eq!(shell.ok(beat("a", 1, both), 2).member_epoch, 1);
+    assert_eq!(
+        shell.ok(beat("a", 1, parts(&[("t", 0)])), 3).member_epoch,
+        2
+    );
+}
+
+#[test]
 fn the_written_log_reloads_to_the_same_state_and_clocks() {
     let mut shell = Shell::new(&[("t", 3)]);
     shell.ok(join("a", &["t"]), 0);
