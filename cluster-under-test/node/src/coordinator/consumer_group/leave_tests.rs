@@ -236,6 +236,33 @@ fn subscription_and_partition_changes_bump_the_epoch_as_metadata_changes() {
 }
 
 #[test]
+fn a_static_member_that_steps_out_can_come_back_under_the_same_member_id() {
+    // What the Java client does after its poll timer expires with a group.instance.id: it
+    // leaves with -2 and rejoins at epoch 0, keeping its member id (KIP-1082).
+    let mut shell = Shell::new(&[("t", 2)]);
+    let static_join = HeartbeatRequest {
+        instance_id: Some("i".into()),
+        ..join("a", &["t"])
+    };
+    shell.ok(static_join.clone(), 0);
+    let epoch = shell.group().group_epoch;
+    shell.ok(
+        HeartbeatRequest {
+            instance_id: Some("i".into()),
+            ..beat("a", -2, Assignment::new())
+        },
+        1,
+    );
+    let back = shell.hb(static_join, 2).unwrap();
+    assert_eq!(shell.group().group_epoch, epoch, "no rebalance");
+    assert_eq!(
+        (back.response.member_epoch, back.response.assignment),
+        (epoch, Some(parts(&[("t", 0), ("t", 1)])))
+    );
+    assert_eq!(shell.group().state(), GroupState::Stable);
+}
+
+#[test]
 fn a_deleted_topic_is_revoked_before_the_epoch_moves() {
     let mut shell = Shell::new(&[("t", 1), ("u", 1)]);
     shell.ok(join("a", &["t", "u"]), 0);
