@@ -5,6 +5,7 @@
 //! pure state machine it drives ([`shard`]), and the transaction coordinator on it ([`txn`]);
 //! transactional offset commits awaiting their marker, for the group side ([`txn_offsets`]).
 
+pub mod consumer_group;
 pub mod producer_id_manager;
 pub mod producer_ids;
 pub mod runtime;
