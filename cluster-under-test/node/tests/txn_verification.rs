@@ -414,3 +414,38 @@ fn an_abort_marker_voids_a_verification_in_flight() {
         "a fresh verification is appended"
     );
 }
+
+/// Goal (issue #13): under TV2 a fenced producer's EndTxn(abort) at its old epoch is
+/// `PRODUCER_FENCED`, as Kafka's `endTransaction` answers an epoch that is neither the
+/// current one nor a retry's (one below it), and not `INVALID_TXN_STATE`. Method: one node
+/// with `transaction.version=2`; producer A opens a transaction with Produce v12; a second
+/// InitProducerId for the same id fences it (the coordinator aborts with two bumps); A's
+/// EndTxn v5 abort at its epoch is answered 90 and nothing more is written.
+#[test]
+fn tv2_a_fenced_producers_abort_is_producer_fenced() {
+    let (_dir, node) = node(2);
+    let mut stream = connect(node.address);
+    let (pid, epoch) = init(&mut stream);
+    assert_eq!(
+        produce(node.address, 12, txn_batch(pid, epoch, 0, "zombie")),
+        Ok(0)
+    );
+    let (new_pid, new_epoch) = init(&mut stream);
+    assert_eq!(new_pid, pid);
+    assert!(new_epoch > epoch + 1, "fenced: {epoch} -> {new_epoch}");
+    wait_until("the fence's ABORT marker", Duration::from_secs(20), || {
+        offsets(node.address) == (2, 2)
+    });
+    let response: EndTxnResponse = exchange(
+        &mut stream,
+        ApiKey::EndTxn,
+        5,
+        &EndTxnRequest::default()
+            .with_transactional_id(txn_id())
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(false),
+    );
+    assert_eq!(response.error_code, 90, "{response:?}");
+    assert_eq!(offsets(node.address), (2, 2), "nothing written");
+}
