@@ -147,6 +147,49 @@ fn valid_frames() -> Vec<Bytes> {
                         .with_partitions(vec![0]),
                 ]),
         )),
+        // v4+: batched, the leader's verify-only form.
+        strip(request_frame(
+            ApiKey::AddPartitionsToTxn,
+            5,
+            12,
+            &AddPartitionsToTxnRequest::default().with_transactions(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                    .with_producer_id(ProducerId(0))
+                    .with_verify_only(true)
+                    .with_topics(vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                            .with_name(topic_name("fuzz"))
+                            .with_partitions(vec![0, 1]),
+                    ]),
+            ]),
+        )),
+        strip(request_frame(
+            ApiKey::AddOffsetsToTxn,
+            4,
+            13,
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                .with_producer_id(ProducerId(0))
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group"))),
+        )),
+        strip(request_frame(
+            ApiKey::DescribeTransactions,
+            0,
+            14,
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+                StrBytes::from_static_str("fuzz-txn"),
+            )]),
+        )),
+        strip(request_frame(
+            ApiKey::ListTransactions,
+            1,
+            15,
+            &ListTransactionsRequest::default()
+                .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+                .with_producer_id_filters(vec![ProducerId(0)])
+                .with_duration_filter(1_000),
+        )),
         strip(request_frame(
             ApiKey::EndTxn,
             4,

@@ -14,7 +14,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::partition::{create_topic, partition_state, produce_records, topic_name, wait_for_isr};
+use common::partition::{
+    create_topic, partition_state, produce_records, produce_records_as, topic_name, wait_for_isr,
+};
 use common::{Cluster, NodeProcess, connect, exchange, wait_until};
 use indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -60,16 +62,49 @@ fn txn_batch(pid: i64, epoch: i16, sequence: i32, count: usize) -> Bytes {
     buf.freeze()
 }
 
-fn init_producer_id(address: SocketAddr) -> i64 {
+/// The node settings of these tests: each plays the coordinator's part by sending
+/// WriteTxnMarkers itself, so the coordinator is never asked to verify a partition (TV1 with
+/// `transaction.partition.verification.enable=false`, where Kafka relies on the client's
+/// AddPartitionsToTxn alone).
+const PLAYED_COORDINATOR: &str =
+    "transaction.version=1\ntransaction.partition.verification.enable=false";
+
+/// InitProducerId for `transactional_id` at whichever of `nodes` coordinates it, retried while
+/// `__transaction_state` is created and loaded: (producer id, epoch). A second call for the
+/// same id bumps the epoch (the transaction is Empty for the coordinator).
+fn init_producer_id(nodes: &[SocketAddr], transactional_id: &str) -> (i64, i16) {
     let request = InitProducerIdRequest::default()
-        .with_transactional_id(None)
+        .with_transactional_id(Some(TransactionalId(
+            kafka_protocol::protocol::StrBytes::from_string(transactional_id.to_owned()),
+        )))
         .with_transaction_timeout_ms(60_000)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let response: InitProducerIdResponse =
-        exchange(&mut connect(address), ApiKey::InitProducerId, 4, &request);
-    assert_eq!(response.error_code, 0);
-    response.producer_id.0
+    let mut answer = None;
+    wait_until(
+        &format!("InitProducerId for {transactional_id}"),
+        Duration::from_secs(60),
+        || {
+            nodes.iter().any(|address| {
+                let response: InitProducerIdResponse =
+                    exchange(&mut connect(*address), ApiKey::InitProducerId, 4, &request);
+                assert!(
+                    [0, 14, 15, 16, 51].contains(&response.error_code),
+                    "{response:?}"
+                );
+                if response.error_code == 0 {
+                    answer = Some((response.producer_id.0, response.producer_epoch));
+                }
+                answer.is_some()
+            })
+        },
+    );
+    answer.expect("initialised")
+}
+
+/// A transactional Produce of `records` to partition 0 by the producer of `transactional_id`.
+fn produce_txn(address: SocketAddr, transactional_id: &str, records: Bytes) -> Result<i64, i16> {
+    produce_records_as(address, Some(transactional_id), TOPIC, records, -1, 10_000)
 }
 
 /// WriteTxnMarkers v1 with one marker for partition 0 of `topic`: the partition's error code.
@@ -112,6 +147,11 @@ struct Fetched {
 }
 
 fn fetch(address: SocketAddr, isolation_level: i8) -> Fetched {
+    try_fetch(address, isolation_level).unwrap_or_else(|code| panic!("fetch: error {code}"))
+}
+
+/// A consumer fetch of partition 0 from offset 0: what it answered, or the partition's error.
+fn try_fetch(address: SocketAddr, isolation_level: i8) -> Result<Fetched, i16> {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -130,7 +170,9 @@ fn fetch(address: SocketAddr, isolation_level: i8) -> Fetched {
         ]);
     let response: FetchResponse = exchange(&mut connect(address), ApiKey::Fetch, 12, &request);
     let data = &response.responses[0].partitions[0];
-    assert_eq!(data.error_code, 0, "fetch: {data:?}");
+    if data.error_code != 0 {
+        return Err(data.error_code);
+    }
     let mut bytes = data.records.clone().unwrap_or_default();
     let mut records = Vec::new();
     for set in RecordBatchDecoder::decode_all(&mut bytes).unwrap() {
@@ -143,7 +185,7 @@ fn fetch(address: SocketAddr, isolation_level: i8) -> Fetched {
             ));
         }
     }
-    Fetched {
+    Ok(Fetched {
         high_watermark: data.high_watermark,
         last_stable_offset: data.last_stable_offset,
         aborted: data.aborted_transactions.as_ref().map(|list| {
@@ -152,7 +194,7 @@ fn fetch(address: SocketAddr, isolation_level: i8) -> Fetched {
                 .collect()
         }),
         records,
-    }
+    })
 }
 
 /// What a read_committed consumer keeps (the Java consumer's rule): a producer's records are
@@ -207,22 +249,20 @@ fn list_latest(address: SocketAddr, isolation_level: i8) -> i64 {
 #[test]
 fn markers_move_the_lso_and_read_committed_skips_aborted_records() {
     let root = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start(root.path(), 3, "");
+    let mut cluster = Cluster::start(root.path(), 3, PLAYED_COORDINATOR);
     let any = cluster.nodes[0].address;
     create_topic(any, TOPIC, 1, 3, &[]);
     let leader = wait_for_isr(any, TOPIC, &[1, 2, 3], Duration::from_secs(30));
     let address = cluster.nodes[(leader - 1) as usize].address;
     let follower = cluster.nodes[(leader % 3) as usize].address;
-    let (p1, p2) = (init_producer_id(address), init_producer_id(address));
+    let nodes: Vec<SocketAddr> = cluster.nodes.iter().map(|node| node.address).collect();
+    let (p1, p2) = (
+        init_producer_id(&nodes, "p1").0,
+        init_producer_id(&nodes, "p2").0,
+    );
 
-    assert_eq!(
-        produce_records(address, TOPIC, txn_batch(p1, 0, 0, 3), -1, 10_000),
-        Ok(0)
-    );
-    assert_eq!(
-        produce_records(address, TOPIC, txn_batch(p2, 0, 0, 2), -1, 10_000),
-        Ok(3)
-    );
+    assert_eq!(produce_txn(address, "p1", txn_batch(p1, 0, 0, 3)), Ok(0));
+    assert_eq!(produce_txn(address, "p2", txn_batch(p2, 0, 0, 2)), Ok(3));
     let uncommitted = fetch(address, 0);
     assert_eq!(
         (uncommitted.high_watermark, uncommitted.last_stable_offset),
@@ -264,9 +304,11 @@ fn markers_move_the_lso_and_read_committed_skips_aborted_records() {
     assert_eq!(write_marker(address, TOPIC, p2, 0, true, 5), 0);
     assert_eq!(write_marker(address, TOPIC, p2, 0, true, 4), 52);
     assert_eq!(
-        produce_records(address, TOPIC, txn_batch(p1, 1, 0, 1), -1, 10_000),
-        Ok(7)
+        init_producer_id(&nodes, "p1"),
+        (p1, 1),
+        "the next transaction of p1 at the next epoch"
     );
+    assert_eq!(produce_txn(address, "p1", txn_batch(p1, 1, 0, 1)), Ok(7));
     assert_eq!(write_marker(address, TOPIC, p1, 0, false, 0), 47);
     let committed = fetch(address, 1);
     assert_eq!(
@@ -298,7 +340,8 @@ fn markers_move_the_lso_and_read_committed_skips_aborted_records() {
     wait_until(
         "the new leader's high watermark",
         Duration::from_secs(30),
-        || fetch(address, 1).high_watermark == 8,
+        // NOT_LEADER_OR_FOLLOWER until the new leader has applied its election.
+        || try_fetch(address, 1).is_ok_and(|fetched| fetched.high_watermark == 8),
     );
     assert_eq!(fetch(address, 1).last_stable_offset, 7);
     assert_eq!(write_marker(address, TOPIC, p1, 1, true, 1), 0);
@@ -313,22 +356,22 @@ fn markers_move_the_lso_and_read_committed_skips_aborted_records() {
 #[test]
 fn transactions_survive_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let mut node = NodeProcess::start(dir.path(), "");
+    let mut node = NodeProcess::start(dir.path(), PLAYED_COORDINATOR);
     create_topic(node.address, TOPIC, 1, 1, &[]);
     wait_until("a leader", Duration::from_secs(20), || {
         partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
     });
     let (p1, p2) = (
-        init_producer_id(node.address),
-        init_producer_id(node.address),
+        init_producer_id(&[node.address], "p1").0,
+        init_producer_id(&[node.address], "p2").0,
     );
     assert_eq!(
-        produce_records(node.address, TOPIC, txn_batch(p1, 0, 0, 2), -1, 10_000),
+        produce_txn(node.address, "p1", txn_batch(p1, 0, 0, 2)),
         Ok(0)
     );
     assert_eq!(write_marker(node.address, TOPIC, p1, 0, false, 0), 0);
     assert_eq!(
-        produce_records(node.address, TOPIC, txn_batch(p2, 0, 0, 2), -1, 10_000),
+        produce_txn(node.address, "p2", txn_batch(p2, 0, 0, 2)),
         Ok(3)
     );
     let before = fetch(node.address, 1);
@@ -358,15 +401,18 @@ fn transactions_survive_a_crash() {
 /// Returns what a read_committed fetch answered.
 fn read_committed_over_an_open_transaction(canaries: &str) -> Fetched {
     let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), &format!("logjam.canaries={canaries}"));
+    let node = NodeProcess::start(
+        dir.path(),
+        &format!("{PLAYED_COORDINATOR}\nlogjam.canaries={canaries}"),
+    );
     create_topic(node.address, TOPIC, 1, 1, &[]);
     wait_until("a leader", Duration::from_secs(20), || {
         partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
     });
-    let open = init_producer_id(node.address);
+    let open = init_producer_id(&[node.address], "open").0;
     let plain = common::batch(&[b"plain"]);
     assert_eq!(
-        produce_records(node.address, TOPIC, txn_batch(open, 0, 0, 2), -1, 10_000),
+        produce_txn(node.address, "open", txn_batch(open, 0, 0, 2)),
         Ok(0)
     );
     assert_eq!(
@@ -422,20 +468,21 @@ fn control_batch(pid: i64, key: &[u8], value: &[u8]) -> Bytes {
 
 /// Goal: bad transactional input gets Kafka's codes, writes nothing, and the node keeps
 /// serving. Method: one node; control batches from a client (a well-formed COMMIT marker and
-/// a malformed one) are `INVALID_RECORD`; markers for an unknown partition of a known topic
+/// a malformed one) are `INVALID_RECORD`; a transactional batch without a transactional id is
+/// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`; markers for an unknown partition of a known topic
 /// are `UNKNOWN_TOPIC_OR_PARTITION`, with a stale coordinator epoch
 /// `TRANSACTION_COORDINATOR_FENCED`; the log end never moves, and a valid produce follows.
 #[test]
 fn bad_transactional_input_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), "");
+    let node = NodeProcess::start(dir.path(), PLAYED_COORDINATOR);
     create_topic(node.address, TOPIC, 1, 1, &[]);
     wait_until("a leader", Duration::from_secs(20), || {
         partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
     });
-    let pid = init_producer_id(node.address);
+    let pid = init_producer_id(&[node.address], "bad").0;
     assert_eq!(
-        produce_records(node.address, TOPIC, txn_batch(pid, 0, 0, 1), -1, 10_000),
+        produce_txn(node.address, "bad", txn_batch(pid, 0, 0, 1)),
         Ok(0)
     );
     assert_eq!(write_marker(node.address, TOPIC, pid, 0, true, 3), 0);
@@ -448,12 +495,14 @@ fn bad_transactional_input_is_refused_and_nothing_is_written() {
         ("forged marker", forged_commit),
         ("garbage control", garbage),
     ] {
-        assert_eq!(
-            produce_records(node.address, TOPIC, batch, -1, 10_000),
-            Err(87),
-            "{what}"
-        );
+        assert_eq!(produce_txn(node.address, "bad", batch), Err(87), "{what}");
     }
+    // Transactional records with no transactional id: no coordinator could verify or end
+    // that transaction, and Kafka's KafkaApis refuses the whole request, with or without ACLs.
+    assert_eq!(
+        produce_records(node.address, TOPIC, txn_batch(pid, 0, 1, 1), -1, 10_000),
+        Err(53)
+    );
     let request = WriteTxnMarkersRequest::default().with_markers(vec![
         WritableTxnMarker::default()
             .with_producer_id(ProducerId(pid))

@@ -3,7 +3,8 @@
 //! with Kafka's settings, the coordinator of an id being the leader of its partition
 //! (`abs(javaHashCode(id)) % 50`), InitProducerId bumping the epoch and fencing, Kafka's error
 //! codes for bad input with nothing written, a transaction past its timeout aborted with an
-//! epoch bump, EndTxn's state surviving the coordinator's death (the next leader loads it).
+//! epoch bump, EndTxn's state surviving the coordinator's death (the next leader loads it),
+//! and the completion retried alone while `__transaction_state` is below its min.isr.
 
 mod common;
 
@@ -11,14 +12,17 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, ProducerId, TopicName, TransactionalId,
+    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
 
 use common::{Cluster, connect, exchange, wait_until};
 
@@ -380,4 +384,206 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     );
     let (_, _, producer, epoch) = last.unwrap();
     assert_eq!((producer, epoch), (pid, 1));
+}
+
+/// AddPartitionsToTxn v3 of partition `partition` of `topic`: its error code.
+fn add_partition(
+    stream: &mut TcpStream,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    topic: &str,
+    partition: i32,
+) -> i16 {
+    let response: AddPartitionsToTxnResponse = exchange(
+        stream,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(text(topic)))
+                    .with_partitions(vec![partition]),
+            ]),
+    );
+    response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// The control records (transaction markers) of `partition` of `topic`, read from its leader
+/// at `address` as a read_uncommitted consumer; the partition's error while the node is not
+/// (yet again) its leader.
+fn markers(address: SocketAddr, topic: &str, partition: i32) -> Result<usize, i16> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(text(topic)))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(partition)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let response: FetchResponse = exchange(&mut connect(address), ApiKey::Fetch, 12, &request);
+    let data = &response.responses[0].partitions[0];
+    if data.error_code != 0 {
+        return Err(data.error_code);
+    }
+    let mut bytes = data.records.clone().unwrap_or_default();
+    Ok(RecordBatchDecoder::decode_all(&mut bytes)
+        .unwrap()
+        .iter()
+        .flat_map(|set| &set.records)
+        .filter(|record| record.control)
+        .count())
+}
+
+/// Goal (issue #13): when the coordinator cannot write CompleteCommit after the markers
+/// (`__transaction_state` below its min.isr), it retries that write alone until it is
+/// accepted: the transaction completes once the ISR heals, and the markers are not sent again
+/// by the same coordinator epoch. Method: 5 nodes, `transaction.state.log.min.isr=3`, a
+/// one-replica data partition on a node M outside the replicas of the id's
+/// `__transaction_state` partition (neither M nor the replica A killed below is the active
+/// controller); M is paused so the COMMIT marker waits; EndTxn writes PrepareCommit; A is
+/// killed and the ISR drops to 2; M resumes and the marker is written, yet the transaction
+/// stays PrepareCommit; A restarts, the ISR heals, the transaction is CompleteCommit, and no
+/// marker was added to the partition since the first was written.
+#[test]
+fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(
+        root.path(),
+        5,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=30000\n\
+         replica.lag.time.max.ms=1000\ntransaction.state.log.min.isr=3",
+    );
+    let first = cluster.nodes[0].address;
+    assert_eq!(common::create_topics(first, &[(DATA, 5, 1)]), vec![0]);
+    let (controller, _) = cluster.wait_for_leader(&[0, 1, 2, 3, 4], 0, Duration::from_secs(30));
+    let controller = controller as i32 + 1;
+    find(first, "completion-0");
+    // (leader, replicas, isr) of every partition of `topic`, by index.
+    let layout = |topic: &str| -> Vec<(i32, Vec<i32>, Vec<i32>)> {
+        let metadata = common::metadata(first).unwrap();
+        let mut partitions: Vec<_> = metadata
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic))
+            .map(|t| t.partitions.clone())
+            .unwrap_or_default();
+        partitions.sort_by_key(|p| p.partition_index);
+        partitions
+            .iter()
+            .map(|p| {
+                let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                isr.sort_unstable();
+                (
+                    p.leader_id.0,
+                    p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr,
+                )
+            })
+            .collect()
+    };
+    wait_until(
+        "every partition led and fully in sync",
+        Duration::from_secs(60),
+        || {
+            let txn = layout(TXN_TOPIC);
+            let data = layout(DATA);
+            txn.len() == 50
+                && data.len() == 5
+                && txn
+                    .iter()
+                    .chain(&data)
+                    .all(|(l, r, isr)| *l >= 1 && r.len() == isr.len())
+        },
+    );
+    let txn = layout(TXN_TOPIC);
+    let data = layout(DATA);
+    // An id, its coordinator C, a replica A of its partition, and a data partition led by a
+    // node M outside that partition's replicas.
+    let (id, coordinator, replica, data_partition, data_leader) = (0..)
+        .map(|i| format!("completion-{i}"))
+        .find_map(|id| {
+            let (c, replicas, _) = &txn[partition_for(&id) as usize];
+            let a = *replicas.iter().find(|n| **n != *c && **n != controller)?;
+            let (p, (m, _, _)) = data
+                .iter()
+                .enumerate()
+                .find(|(_, (m, _, _))| !replicas.contains(m) && *m != controller)?;
+            Some((id, *c, a, p as i32, *m))
+        })
+        .unwrap();
+    let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
+    let at = |node: i32| addresses[(node - 1) as usize];
+    let mut stream = connect(at(coordinator));
+    let init = init(&mut stream, &id, 60_000);
+    assert_eq!(init.error_code, 0, "{init:?}");
+    let producer = (init.producer_id.0, init.producer_epoch);
+    assert_eq!(
+        add_partition(&mut stream, &id, producer, DATA, data_partition),
+        0
+    );
+
+    cluster.nodes[(data_leader - 1) as usize].pause();
+    let ended = end(&mut stream, &id, producer.0, producer.1, true);
+    assert_eq!(ended.error_code, 0, "PrepareCommit written: {ended:?}");
+    cluster.nodes[(replica - 1) as usize].kill();
+    let index = partition_for(&id) as usize;
+    wait_until(
+        "the transaction log's ISR below its min.isr",
+        Duration::from_secs(30),
+        || layout(TXN_TOPIC)[index].2.len() == 2,
+    );
+    cluster.nodes[(data_leader - 1) as usize].resume();
+    wait_until("the COMMIT marker", Duration::from_secs(30), || {
+        markers(at(data_leader), DATA, data_partition).is_ok_and(|n| n >= 1)
+    });
+    // The sends that timed out against the paused node were retried, and the node serves
+    // every request its socket buffered once it resumes: one marker per send (duplicates
+    // are harmless, as Kafka's are when its marker channel retries a timed-out request).
+    // Wait until they are all in.
+    let mut sent = 0;
+    wait_until(
+        "the buffered marker sends served",
+        Duration::from_secs(30),
+        || {
+            let before = markers(at(data_leader), DATA, data_partition);
+            std::thread::sleep(Duration::from_secs(1));
+            let after = markers(at(data_leader), DATA, data_partition);
+            sent = after.unwrap_or(0);
+            before.is_ok() && before == after
+        },
+    );
+    // The completion cannot be written yet: give the coordinator time to try.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        describe(&mut stream, &id).1,
+        "PrepareCommit",
+        "not completed while the log is below its min.isr"
+    );
+
+    cluster.nodes[(replica - 1) as usize].restart();
+    wait_until("CompleteCommit", Duration::from_secs(60), || {
+        describe(&mut stream, &id).1 == "CompleteCommit"
+    });
+    let mut now = Err(-1);
+    wait_until(
+        "the data partition readable",
+        Duration::from_secs(30),
+        || {
+            now = markers(at(data_leader), DATA, data_partition);
+            now.is_ok()
+        },
+    );
+    assert_eq!(
+        now,
+        Ok(sent),
+        "the completion's retries send no marker again"
+    );
 }

@@ -16,7 +16,10 @@
 //!
 //! A transactional batch that would open its producer's transaction on a partition is first
 //! verified with the transaction coordinator when the request carries a transactional id
-//! (KIP-890 part 1, `replica/txn_verify.rs`); a refusal appends nothing.
+//! (KIP-890 part 1, `replica/txn_verify.rs`); a refusal appends nothing. A request with
+//! transactional records and no transactional id is refused whole with
+//! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, as Kafka's `KafkaApis.handleProduceRequest` does
+//! (authorized or not): no coordinator could verify or ever end such a transaction.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +37,9 @@ use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
+    if request.transactional_id.is_none() && has_transactional_records(&request) {
+        return refuse_whole(request, ResponseError::TransactionalIdAuthorizationFailed);
+    }
     let acks = Acks::from_wire(request.acks);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + timeout;
@@ -165,6 +171,53 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
             Reply::Silent
         };
     }
+    Reply::Respond(Box::new(ResponseKind::Produce(
+        ProduceResponse::default().with_responses(responses),
+    )))
+}
+
+/// Whether the first batch of any partition is transactional, the test of Kafka's
+/// `RequestUtils.hasTransactionalRecords`.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request.topic_data.iter().any(|topic| {
+        topic.partition_data.iter().any(|data| {
+            data.records.as_deref().is_some_and(|records| {
+                logjam_storage::batch::batches(records)
+                    .next()
+                    .is_some_and(|batch| batch.is_ok_and(|(_, header)| header.is_transactional()))
+            })
+        })
+    })
+}
+
+/// Every partition of `request` answered `error` with nothing appended (Kafka's
+/// `ProduceRequest.getErrorResponse`); acks=0 closes the connection instead.
+fn refuse_whole(request: ProduceRequest, error: ResponseError) -> Reply {
+    if request.acks == 0 {
+        return Reply::Close("acks=0 produce refused");
+    }
+    let responses = request
+        .topic_data
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_data
+                .into_iter()
+                .map(|data| {
+                    PartitionProduceResponse::default()
+                        .with_index(data.index)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                        .with_error_code(error.code())
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions)
+        })
+        .collect();
     Reply::Respond(Box::new(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     )))

@@ -11,7 +11,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    ProduceRequest, ProduceResponse, TopicName,
+    ProduceRequest, ProduceResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -102,8 +102,24 @@ pub fn produce_records(
     acks: i16,
     timeout_ms: i32,
 ) -> Result<i64, i16> {
+    produce_records_as(address, None, topic, records, acks, timeout_ms)
+}
+
+/// [`produce_records`] from the producer of `transactional_id` (`None`: a plain or
+/// idempotent producer), as Produce v9 names it.
+pub fn produce_records_as(
+    address: SocketAddr,
+    transactional_id: Option<&str>,
+    topic: &str,
+    records: Bytes,
+    acks: i16,
+    timeout_ms: i32,
+) -> Result<i64, i16> {
     let mut stream = connect(address);
     let request = ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
         .with_topic_data(vec![

@@ -153,10 +153,23 @@ impl TransactionMetadata {
     ) -> Result<TransactionMetadata, String> {
         let state = TxnState::from_code(value.status)
             .ok_or_else(|| format!("unknown transaction status {}", value.status))?;
+        let tv2 = value.client_transaction_version >= 2;
+        // Kafka's transitions: an InitProducerId bump keeps the epoch it replaced (so a
+        // KIP-360 retry is recognised); a fence (`prepareFenceProducerEpoch`, by a new
+        // producer or an expiry) keeps none, so the fenced epoch is never taken for a retry;
+        // the TV2 Prepare* bump (`prepareAbortOrCommit`) keeps the epoch just below its own,
+        // which after a TV2 fence (two bumps) is the fence's epoch, not the zombie's.
         let last_producer_epoch = match previous {
             Some(old) if old.producer_id == value.producer_id => {
+                let bumped_into_prepare =
+                    matches!(state, TxnState::PrepareCommit | TxnState::PrepareAbort);
                 if old.producer_epoch == value.producer_epoch {
                     old.last_producer_epoch
+                } else if bumped_into_prepare && tv2 {
+                    value.producer_epoch.saturating_sub(1)
+                } else if bumped_into_prepare {
+                    // TV1 bumps the epoch into PrepareAbort only to fence.
+                    -1
                 } else {
                     old.producer_epoch
                 }
@@ -174,7 +187,7 @@ impl TransactionMetadata {
             partitions: value.partitions.clone(),
             start_ms: value.start_ms,
             last_update_ms: value.last_update_ms,
-            tv2: value.client_transaction_version >= 2,
+            tv2,
         })
     }
 }

@@ -535,6 +535,24 @@ fn a_fenced_producer_stays_fenced_table() {
         let work = marker_work(&prepared).unwrap();
         let aborted = complete(Some(&prepared), &work, NOW).unwrap();
         assert_eq!(aborted.state, TxnState::CompleteAbort, "row {index}");
+        // The state as the coordinator holds it: replayed from its log records. The zombie's
+        // KIP-360 InitProducerId at its old epoch is no retry of the fence (Kafka keeps no
+        // last epoch at a fence, and the TV2 abort's last epoch is the fence's).
+        let mut shard = crate::coordinator::txn::shard::TxnShard::default();
+        for state in [&ongoing, &prepared, &aborted] {
+            crate::coordinator::shard::CoordinatorShard::replay(
+                &mut shard,
+                &crate::coordinator::txn::shard::record_of("z", state),
+            )
+            .unwrap();
+        }
+        let replayed = shard.get("z").unwrap();
+        assert_ne!(replayed.last_producer_epoch, 3, "row {index} ({how})");
+        assert_eq!(
+            init_producer_id(Some(replayed), &init(60_000, Some((7, 3)), None), &rules()),
+            Err(E::ProducerFenced),
+            "row {index} ({how}): the zombie's InitProducerId at its old epoch"
+        );
         let got = end_txn(Some(&aborted), 7, 3, false, bump, NOW, None).map(|_| ());
         assert_eq!(
             got, want,
