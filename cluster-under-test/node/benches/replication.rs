@@ -61,7 +61,7 @@ fn main() {
             let dir = tempfile::tempdir().unwrap();
             let node = NodeProcess::start(dir.path(), "");
             create_topic(node.address, "bench", PARTITIONS, 1, &[]);
-            let leaders = wait_for_leaders(&[node.address], node.address, "bench", 1);
+            let leaders = wait_for_leaders(&[node.address], "bench", 1);
             measure(&leaders, "bench", 1, seconds, &[node.child.id()])
         };
         print_row(round, "1 node, RF 1, acks=1", &single, single.messages_per_second);
@@ -70,7 +70,7 @@ fn main() {
         let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
         let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
         create_topic(addresses[0], "all", PARTITIONS, 3, &[]);
-        let leaders = wait_for_leaders(&addresses, addresses[0], "all", 3);
+        let leaders = wait_for_leaders(&addresses, "all", 3);
         let all = measure(&leaders, "all", -1, seconds, &pids);
         print_row(
             round,
@@ -79,7 +79,7 @@ fn main() {
             single.messages_per_second,
         );
         create_topic(addresses[0], "one", PARTITIONS, 3, &[]);
-        let leaders = wait_for_leaders(&addresses, addresses[0], "one", 3);
+        let leaders = wait_for_leaders(&addresses, "one", 3);
         let one = measure(&leaders, "one", 1, seconds, &pids);
         print_row(round, "3 nodes, RF 3, acks=1", &one, single.messages_per_second);
         ratios.push(all.messages_per_second / single.messages_per_second);
@@ -116,11 +116,11 @@ fn print_row(round: usize, setup: &str, row: &Row, single: f64) {
     );
 }
 
-/// Waits until every partition of `topic` has a leader and an ISR of `isr_size`; returns the
+/// Waits until every node sees every partition of `topic` with a leader and an ISR of
+/// `isr_size`; returns the
 /// client address of each partition's leader, in partition order.
 fn wait_for_leaders(
     addresses: &[SocketAddr],
-    ask: SocketAddr,
     topic: &str,
     isr_size: usize,
 ) -> Vec<SocketAddr> {
@@ -129,10 +129,13 @@ fn wait_for_leaders(
         &format!("every partition of {topic} has a full ISR"),
         Duration::from_secs(30),
         || {
-            let Some(state) = partitions(ask, topic) else {
+            // Every node must have applied the topic, so each leader serves its partitions.
+            let views: Vec<_> = addresses.iter().map(|a| partitions(*a, topic)).collect();
+            let Some(Some(state)) = views.first().cloned() else {
                 return false;
             };
-            if state.len() != PARTITIONS as usize
+            if views.iter().any(|view| view.as_ref() != Some(&state))
+                || state.len() != PARTITIONS as usize
                 || state.iter().any(|(l, isr)| *l < 1 || isr.len() != isr_size)
             {
                 return false;
@@ -172,11 +175,9 @@ fn measure(
     let values: Vec<&[u8]> = (0..RECORDS_PER_BATCH).map(|_| value.as_slice()).collect();
     let records = batch(&values);
     let nodes_cpu = || -> f64 { node_pids.iter().map(|p| cpu_seconds(&p.to_string())).sum() };
-    let nodes_before = nodes_cpu();
-    let client_before = cpu_seconds("self");
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let started = Instant::now();
-    let acked: usize = std::thread::scope(|scope| {
+    let barrier = std::sync::Barrier::new(leaders.len() + 1);
+    let barrier = &barrier;
+    let (acked, elapsed, cpu): (usize, f64, (f64, f64)) = std::thread::scope(|scope| {
         let handles: Vec<_> = leaders
             .iter()
             .enumerate()
@@ -196,6 +197,15 @@ fn measure(
                 let frame = request_frame(ApiKey::Produce, 9, 1, &request);
                 scope.spawn(move || {
                     let mut stream = connect(address);
+                    // Warm up outside the measurement: the leader may not have applied the
+                    // image that makes it leader yet (NOT_LEADER_OR_FOLLOWER), as a client
+                    // would retry.
+                    wait_until("the leader accepts a produce", Duration::from_secs(30), || {
+                        stream.write_all(&frame).unwrap();
+                        produce_error(&mut stream) == 0
+                    });
+                    barrier.wait();
+                    let deadline = Instant::now() + Duration::from_secs(seconds);
                     let mut outstanding = 0;
                     let mut acked = 0;
                     loop {
@@ -206,31 +216,38 @@ fn measure(
                         if outstanding == 0 {
                             return acked;
                         }
-                        let mut response = read_frame(&mut stream).expect("node answered");
-                        ResponseHeader::decode(
-                            &mut response,
-                            ApiKey::Produce.response_header_version(9),
-                        )
-                        .unwrap();
-                        let body = ProduceResponse::decode(&mut response, 9).unwrap();
-                        assert_eq!(body.responses[0].partition_responses[0].error_code, 0);
+                        assert_eq!(produce_error(&mut stream), 0);
                         outstanding -= 1;
                         acked += 1;
                     }
                 })
             })
-            .collect();
-        handles
+            .collect::<Vec<_>>();
+        barrier.wait();
+        let nodes_before = nodes_cpu();
+        let client_before = cpu_seconds("self");
+        let started = Instant::now();
+        let acked = handles
             .into_iter()
             .map(|handle| handle.join().unwrap())
-            .sum()
+            .sum();
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu = (nodes_cpu() - nodes_before, cpu_seconds("self") - client_before);
+        (acked, elapsed, cpu)
     });
-    let elapsed = started.elapsed().as_secs_f64();
     let messages = (acked * RECORDS_PER_BATCH) as f64;
     let millions = messages / 1e6;
     Row {
         messages_per_second: messages / elapsed,
-        node_cpu_per_million: (nodes_cpu() - nodes_before) / millions,
-        client_cpu_per_million: (cpu_seconds("self") - client_before) / millions,
+        node_cpu_per_million: cpu.0 / millions,
+        client_cpu_per_million: cpu.1 / millions,
     }
+}
+
+/// Reads one Produce v9 response from `stream`: the error code of its one partition.
+fn produce_error(stream: &mut std::net::TcpStream) -> i16 {
+    let mut response = read_frame(stream).expect("node answered");
+    ResponseHeader::decode(&mut response, ApiKey::Produce.response_header_version(9)).unwrap();
+    let body = ProduceResponse::decode(&mut response, 9).unwrap();
+    body.responses[0].partition_responses[0].error_code
 }
