@@ -64,7 +64,12 @@ fn main() {
             let leaders = wait_for_leaders(&[node.address], "bench", 1);
             measure(&leaders, "bench", 1, seconds, &[node.child.id()])
         };
-        print_row(round, "1 node, RF 1, acks=1", &single, single.messages_per_second);
+        print_row(
+            round,
+            "1 node, RF 1, acks=1",
+            &single,
+            single.messages_per_second,
+        );
         let root = tempfile::tempdir().unwrap();
         let cluster = Cluster::start(root.path(), 3, "");
         let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
@@ -81,7 +86,12 @@ fn main() {
         create_topic(addresses[0], "one", PARTITIONS, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "one", 3);
         let one = measure(&leaders, "one", 1, seconds, &pids);
-        print_row(round, "3 nodes, RF 3, acks=1", &one, single.messages_per_second);
+        print_row(
+            round,
+            "3 nodes, RF 3, acks=1",
+            &one,
+            single.messages_per_second,
+        );
         ratios.push(all.messages_per_second / single.messages_per_second);
         drop(cluster);
     }
@@ -119,11 +129,7 @@ fn print_row(round: usize, setup: &str, row: &Row, single: f64) {
 /// Waits until every node sees every partition of `topic` with a leader and an ISR of
 /// `isr_size`; returns the
 /// client address of each partition's leader, in partition order.
-fn wait_for_leaders(
-    addresses: &[SocketAddr],
-    topic: &str,
-    isr_size: usize,
-) -> Vec<SocketAddr> {
+fn wait_for_leaders(addresses: &[SocketAddr], topic: &str, isr_size: usize) -> Vec<SocketAddr> {
     let mut leaders = Vec::new();
     wait_until(
         &format!("every partition of {topic} has a full ISR"),
@@ -200,10 +206,14 @@ fn measure(
                     // Warm up outside the measurement: the leader may not have applied the
                     // image that makes it leader yet (NOT_LEADER_OR_FOLLOWER), as a client
                     // would retry.
-                    wait_until("the leader accepts a produce", Duration::from_secs(30), || {
-                        stream.write_all(&frame).unwrap();
-                        produce_error(&mut stream) == 0
-                    });
+                    wait_until(
+                        "the leader accepts a produce",
+                        Duration::from_secs(30),
+                        || {
+                            stream.write_all(&frame).unwrap();
+                            produce_error(&mut stream) == 0
+                        },
+                    );
                     barrier.wait();
                     let deadline = Instant::now() + Duration::from_secs(seconds);
                     let mut outstanding = 0;
@@ -232,7 +242,10 @@ fn measure(
             .map(|handle| handle.join().unwrap())
             .sum();
         let elapsed = started.elapsed().as_secs_f64();
-        let cpu = (nodes_cpu() - nodes_before, cpu_seconds("self") - client_before);
+        let cpu = (
+            nodes_cpu() - nodes_before,
+            cpu_seconds("self") - client_before,
+        );
         (acked, elapsed, cpu)
     });
     let messages = (acked * RECORDS_PER_BATCH) as f64;
