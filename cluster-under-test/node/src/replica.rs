@@ -1,7 +1,6 @@
 //! The replica layer (Kafka's `ReplicaManager` and `Partition`): the partitions this broker
 //! hosts and their logs ([`manager`]), each partition as leader or follower ([`partition`]),
-//! the pure high-watermark, ISR and wake-up decisions ([`replication`]), the waits on
-//! partition signals ([`wakeups`]), the follower fetchers
+//! the pure high-watermark and ISR decisions ([`replication`]), the follower fetchers
 //! ([`fetcher`]), the AlterPartition sender ([`alter_partition`]) and the KIP-890 check of
 //! transactional produces with their coordinator ([`txn_verify`]).
 
@@ -12,7 +11,6 @@ pub mod manager;
 pub mod partition;
 pub mod replication;
 pub mod txn_verify;
-pub mod wakeups;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

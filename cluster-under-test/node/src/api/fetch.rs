@@ -27,9 +27,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::time::Instant;
 
-use crate::replica::replication::Waiter;
-use crate::replica::wakeups::any_change;
-use crate::replica::{ConsumerRead, Isolation, Partition, ReplicaManager};
+use crate::replica::{ConsumerRead, Isolation, ReplicaManager};
 
 /// Answers the fetch, waiting for data as the request allows.
 pub async fn handle(
@@ -39,7 +37,7 @@ pub async fn handle(
 ) -> FetchResponse {
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = Instant::now() + max_wait;
-    let mut images = replicas.subscribe_image();
+    let mut appends = replicas.subscribe_appends();
     let replica_id = if version >= 15 {
         request.replica_state.replica_id.0
     } else {
@@ -49,50 +47,19 @@ pub async fn handle(
     if let Some(follower) = follower {
         record_follower_fetch(replicas, request, version, follower);
     }
-    // Woken only by the asked partitions' changes that could give this fetch records (a
-    // follower: appends; a consumer: appends and high-watermark advances), or a new image.
-    let waiter = if follower.is_some() {
-        Waiter::FollowerFetch
-    } else {
-        Waiter::ConsumerFetch
-    };
-    let mut signals = asked_partitions(replicas, request, version)
-        .map(|partition| partition.subscribe(waiter))
-        .collect::<Vec<_>>();
     loop {
-        images.borrow_and_update();
-        for signal in &mut signals {
-            signal.borrow_and_update();
-        }
+        appends.borrow_and_update();
         let (response, bytes, any_error) = read_once(replicas, request, version, follower);
         let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
         if bytes >= min_bytes || any_error || Instant::now() >= deadline {
             return response;
         }
+        // Wake on the next append anywhere on this node, or give up at the deadline.
         tokio::select! {
-            changed = any_change(&mut signals, &mut images) => if !changed { return response },
+            changed = appends.changed() => if changed.is_err() { return response },
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
-}
-
-/// The hosted partitions a fetch asks for (those it cannot be answered for fail at once).
-fn asked_partitions<'a>(
-    replicas: &'a ReplicaManager,
-    request: &'a FetchRequest,
-    version: i16,
-) -> impl Iterator<Item = Arc<Partition>> + 'a {
-    request.topics.iter().flat_map(move |topic| {
-        let resolved = if version >= 13 {
-            replicas.topic_by_id(topic.topic_id)
-        } else {
-            replicas.topic_by_name(&topic.topic)
-        };
-        topic
-            .partitions
-            .iter()
-            .filter_map(move |asked| replicas.partition(&resolved.as_ref()?.name, asked.partition))
-    })
 }
 
 /// The leader's bookkeeping of a follower fetch, for every partition whose log does not diverge

@@ -9,8 +9,8 @@
 //! - any other value: `INVALID_REQUIRED_ACKS`, nothing appended.
 //!
 //! Each partition of a request succeeds or fails independently. Every partition is appended
-//! first; the acks=all ones then wait together (one deadline, woken on a high-watermark
-//! advance or state change of their own partitions, or a metadata change), and are answered `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the
+//! first; the acks=all ones then wait together (one deadline, woken on every high-watermark
+//! advance and metadata change), and are answered `NOT_ENOUGH_REPLICAS_AFTER_APPEND` when the
 //! ISR shrank below the minimum, `NOT_LEADER_OR_FOLLOWER` when leadership moved, or
 //! `REQUEST_TIMED_OUT` at the deadline.
 //!
@@ -28,9 +28,8 @@ use logjam_storage::VerificationGuard;
 
 use crate::api::Reply;
 use crate::canary::Canary;
-use crate::replica::replication::{AcksOutcome, Waiter};
+use crate::replica::replication::AcksOutcome;
 use crate::replica::txn_verify::Verification;
-use crate::replica::wakeups::any_change;
 use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
 /// Appends every partition's records and answers once all are settled.
@@ -38,7 +37,7 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
     let acks = Acks::from_wire(request.acks);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut images = replicas.subscribe_image();
+    let mut wakeups = replicas.subscribe_appends();
     // Phase 1: append everything; acks=all appends are parked with their partition.
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
@@ -91,20 +90,9 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
         }
         topics.push((topic.name, topic.topic_id, partitions));
     }
-    // Phase 2: wait for every parked acks=all append together, woken only by the changes
-    // of their own partitions that could complete them (or by a new metadata image).
-    let mut signals: Vec<_> = topics
-        .iter()
-        .flat_map(|(_, _, partitions)| partitions)
-        .filter(|settling| settling.parked)
-        .filter_map(|settling| settling.outcome.as_ref().ok())
-        .map(|(partition, _)| partition.subscribe(Waiter::Acks))
-        .collect();
+    // Phase 2: wait for every parked acks=all append together.
     loop {
-        images.borrow_and_update();
-        for signal in &mut signals {
-            signal.borrow_and_update();
-        }
+        wakeups.borrow_and_update();
         let mut waiting = false;
         for (_, _, partitions) in &mut topics {
             for settling in partitions.iter_mut().filter(|s| s.parked) {
@@ -128,16 +116,9 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
         if !waiting {
             break;
         }
-        let expired =
-            match tokio::time::timeout_at(deadline, any_change(&mut signals, &mut images)).await {
-                Ok(true) => false,
-                Err(_) => true,
-                // The node is stopping: nothing will change any more.
-                Ok(false) => {
-                    tokio::time::sleep_until(deadline).await;
-                    true
-                }
-            };
+        let expired = tokio::time::timeout_at(deadline, wakeups.changed())
+            .await
+            .is_err();
         if expired {
             for (_, _, partitions) in &mut topics {
                 for settling in partitions.iter_mut().filter(|s| s.parked) {

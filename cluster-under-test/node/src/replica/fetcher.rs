@@ -113,16 +113,6 @@ struct Wanted {
     partition: Arc<Partition>,
 }
 
-/// One partition's answer, to apply.
-struct Fetched {
-    partition: Arc<Partition>,
-    leader_epoch: i32,
-    fetch_offset: i64,
-    diverging: Option<EpochEndOffset>,
-    records: bytes::Bytes,
-    high_watermark: i64,
-}
-
 /// The replica fetcher for `leader`: fetches every partition this broker follows there, until
 /// there is none.
 async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
@@ -230,7 +220,6 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
             }
         };
         let mut any_error = false;
-        let mut fetched = Vec::new();
         for topic in response.responses {
             for data in topic.partitions {
                 let Some(entry) = wanted
@@ -251,40 +240,26 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                         leader_epoch: LeaderEpoch(data.diverging_epoch.epoch),
                         end_offset: Offset(data.diverging_epoch.end_offset),
                     });
-                fetched.push(Fetched {
-                    partition: Arc::clone(&entry.partition),
-                    leader_epoch: entry.leader_epoch,
-                    fetch_offset: entry.fetch_offset,
-                    diverging,
-                    records: data.records.unwrap_or_default(),
-                    high_watermark: data.high_watermark,
-                });
-            }
-        }
-        // Every partition of the answer is applied in one trip off the async workers: a
-        // thread hand-off per partition costs more than a small append.
-        let applied = tokio::task::spawn_blocking(move || {
-            fetched
-                .into_iter()
-                .filter_map(|f| {
-                    f.partition
-                        .apply_fetched(
-                            f.leader_epoch,
-                            f.fetch_offset,
-                            f.diverging,
-                            &f.records,
-                            f.high_watermark,
-                        )
-                        .err()
-                        .map(|error| (f.partition.topic_partition.clone(), error))
+                let records = data.records.unwrap_or_default();
+                let partition = Arc::clone(&entry.partition);
+                let (leader_epoch, fetch_offset) = (entry.leader_epoch, entry.fetch_offset);
+                let high_watermark = data.high_watermark;
+                let applied = tokio::task::spawn_blocking(move || {
+                    partition.apply_fetched(
+                        leader_epoch,
+                        fetch_offset,
+                        diverging,
+                        &records,
+                        high_watermark,
+                    )
                 })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        for (topic_partition, error) in applied.unwrap_or_default() {
-            tracing::error!(%leader, partition = %topic_partition, %error,
-                "cannot apply fetched data");
-            any_error = true;
+                .await;
+                if let Ok(Err(error)) = applied {
+                    tracing::error!(%leader, topic = %entry.topic, partition = entry.index,
+                        %error, "cannot apply fetched data");
+                    any_error = true;
+                }
+            }
         }
         if any_error {
             tokio::time::sleep(FETCH_BACKOFF).await;

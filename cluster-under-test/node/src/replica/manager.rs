@@ -206,7 +206,7 @@ impl ReplicaManager {
                     // Becoming leader recomputes the high watermark from the ISR: the
                     // checkpointed value may be up to a minute stale.
                     partition.maybe_advance_high_watermark();
-                    partition.notify(crate::replica::replication::Change::State);
+                    partition.notify();
                 }
                 hosted.push((partition, state.clone()));
             }

@@ -148,12 +148,8 @@ pub struct Partition {
     state: Mutex<PartitionState>,
     /// The topic's `min.insync.replicas` (topic config, else the broker's).
     min_insync_replicas: i32,
-    /// The node-wide change signal, ticked on every change of every partition (for waiters
-    /// that watch the whole node: the coordinator runtime, transaction markers).
+    /// Ticks on every append, to wake long-polling fetches.
     appends: watch::Sender<u64>,
-    /// This partition's own signal for each kind of waiter ([`Waiter::ALL`] order), ticked
-    /// only on the changes that could complete such a waiter (`replication::wakes`).
-    waiters: [watch::Sender<u64>; 3],
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
     /// The committed metadata image, for the ISR eligibility of followers (unfenced).
@@ -193,7 +189,6 @@ impl Partition {
             }),
             min_insync_replicas,
             appends,
-            waiters: std::array::from_fn(|_| watch::channel(0).0),
             replica_lag_time_max_ms,
             image,
             leader_state: Mutex::new(LeaderState::default()),

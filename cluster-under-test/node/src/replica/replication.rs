@@ -208,52 +208,6 @@ pub fn follower_truncation_offset(
     )
 }
 
-/// Who waits on a partition (Kafka's delayed operations, keyed by partition in its
-/// purgatories).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Waiter {
-    /// A follower's long-polling fetch: it reads up to the log end.
-    FollowerFetch,
-    /// A consumer's long-polling fetch: it reads up to the high watermark (or the last stable
-    /// offset, which only moves with the high watermark or an append).
-    ConsumerFetch,
-    /// A parked acks=all produce (or transaction marker): done when the high watermark covers
-    /// it, failed when leadership or the ISR changes.
-    Acks,
-}
-
-impl Waiter {
-    /// Every kind, for the shell that keeps one signal per kind.
-    pub const ALL: [Waiter; 3] = [Waiter::FollowerFetch, Waiter::ConsumerFetch, Waiter::Acks];
-}
-
-/// What happened to a partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// Records were appended; the high watermark did not move.
-    Appended,
-    /// The high watermark advanced (and nothing was appended).
-    HighWatermarkAdvanced,
-    /// Records were appended and the high watermark advanced with them (an ISR of one).
-    AppendedAndAdvanced,
-    /// Leader, epoch, replicas or ISR changed (the metadata image).
-    State,
-}
-
-/// Whether `change` could let a `waiter` of the same partition finish (Kafka's
-/// `tryCompleteDelayedRequests` after an append or a high-watermark increment): only those
-/// are woken, instead of every waiter of the node on every append. A follower fetch waits for
-/// records past its offset, so a high-watermark advance alone cannot complete it (its answer
-/// would still be empty); an acks=all produce waits for the high watermark, so an append alone
-/// cannot complete it. A state change may fail any of them.
-pub fn wakes(waiter: Waiter, change: Change) -> bool {
-    match change {
-        Change::State | Change::AppendedAndAdvanced => true,
-        Change::Appended => matches!(waiter, Waiter::FollowerFetch | Waiter::ConsumerFetch),
-        Change::HighWatermarkAdvanced => matches!(waiter, Waiter::ConsumerFetch | Waiter::Acks),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,29 +382,6 @@ mod tests {
                 (Offset(offset), complete),
                 "{diverging:?} {own:?}"
             );
-        }
-    }
-    #[test]
-    fn only_waiters_a_change_could_complete_are_woken() {
-        use Change::*;
-        use Waiter::*;
-        // (waiter, change, woken)
-        let cases = [
-            (FollowerFetch, Appended, true),
-            (FollowerFetch, HighWatermarkAdvanced, false),
-            (FollowerFetch, AppendedAndAdvanced, true),
-            (FollowerFetch, State, true),
-            (ConsumerFetch, Appended, true),
-            (ConsumerFetch, HighWatermarkAdvanced, true),
-            (ConsumerFetch, AppendedAndAdvanced, true),
-            (ConsumerFetch, State, true),
-            (Acks, Appended, false),
-            (Acks, HighWatermarkAdvanced, true),
-            (Acks, AppendedAndAdvanced, true),
-            (Acks, State, true),
-        ];
-        for (waiter, change, woken) in cases {
-            assert_eq!(wakes(waiter, change), woken, "{waiter:?} on {change:?}");
         }
     }
 }

@@ -12,12 +12,11 @@ use logjam_storage::{LeaderEpoch, Offset};
 use crate::canary::Canary;
 use crate::metadata::{BrokerId, PartitionState};
 use crate::replica::replication::{
-    AcksOutcome, Change, FollowerState, ReplicaPosition, Waiter, acks_outcome, next_high_watermark,
-    out_of_sync_replicas, should_expand_isr, wakes,
+    AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, next_high_watermark,
+    out_of_sync_replicas, should_expand_isr,
 };
 use crate::replica::{invariants, now_ms};
 use logjam_storage::{ProducerBatch, ProducerId, Verdict, VerificationGuard};
-use tokio::sync::watch;
 
 use super::{Acks, Appended, IsrChange, Partition};
 
@@ -152,24 +151,9 @@ impl Partition {
         (self.min_insync_replicas.max(1) as usize).min(state.replicas.len())
     }
 
-    /// Signals `change`: ticks the node-wide signal, and this partition's signal of each kind
-    /// of waiter the change could complete (long-polling fetches, parked acks=all produces).
-    pub fn notify(&self, change: Change) {
-        for (waiter, signal) in Waiter::ALL.iter().zip(&self.waiters) {
-            if wakes(*waiter, change) {
-                signal.send_modify(|count| *count += 1);
-            }
-        }
+    /// Ticks the broker-wide change signal: wakes long-polling fetches and parked produces.
+    pub fn notify(&self) {
         self.appends.send_modify(|count| *count += 1);
-    }
-
-    /// A receiver of this partition's signal for `waiter`.
-    pub fn subscribe(&self, waiter: Waiter) -> watch::Receiver<u64> {
-        let index = Waiter::ALL
-            .iter()
-            .position(|kind| *kind == waiter)
-            .unwrap_or(0);
-        self.waiters[index].subscribe()
     }
 
     /// The leader's bookkeeping for a follower fetch at `fetch_offset` that did not diverge:
@@ -216,7 +200,7 @@ impl Partition {
             }
         };
         if self.maybe_advance_high_watermark() {
-            self.notify(Change::HighWatermarkAdvanced);
+            self.notify();
         }
         change
     }
@@ -412,17 +396,12 @@ impl Partition {
             let appended = append(&partition, &mut log, leader_epoch)?;
             drop(log);
             drop(current);
-            let advanced = partition.maybe_advance_high_watermark();
-            Ok::<_, ResponseError>((appended, advanced))
+            partition.maybe_advance_high_watermark();
+            Ok::<_, ResponseError>(appended)
         })
         .await
         .map_err(|_| ResponseError::UnknownServerError)??;
-        let (appended, advanced) = appended;
-        self.notify(if advanced {
-            Change::AppendedAndAdvanced
-        } else {
-            Change::Appended
-        });
+        self.notify();
         Ok(appended)
     }
 
