@@ -11,7 +11,8 @@
 //!
 //! Run with `cargo bench -p logjam-node --bench replication`. `LOGJAM_BENCH_SECONDS` changes
 //! the measuring time per row (default 5 s), `LOGJAM_BENCH_ROUNDS` the number of rounds
-//! (default 3); every round starts fresh processes.
+//! (default 3), `LOGJAM_BENCH_PARTITIONS` the number of partitions and so of connections
+//! (default 4; the same for every row); every round starts fresh processes.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -26,7 +27,6 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
-const PARTITIONS: i32 = 4;
 const RECORDS_PER_BATCH: usize = 100;
 const IN_FLIGHT: usize = 8;
 const VALUE_BYTES: usize = 100;
@@ -46,8 +46,9 @@ fn main() {
     }
     let seconds: u64 = env_or("LOGJAM_BENCH_SECONDS", 5);
     let rounds: usize = env_or("LOGJAM_BENCH_ROUNDS", 3);
+    let partitions: i32 = env_or("LOGJAM_BENCH_PARTITIONS", 4);
     println!(
-        "client: {PARTITIONS} partitions, one connection each to its leader; {RECORDS_PER_BATCH} \
+        "client: {partitions} partitions, one connection each to its leader; {RECORDS_PER_BATCH} \
          records of {VALUE_BYTES} B per batch (one batch per request, no linger), {IN_FLIGHT} \
          requests in flight per connection, {seconds} s per row\n"
     );
@@ -60,8 +61,8 @@ fn main() {
         let single = {
             let dir = tempfile::tempdir().unwrap();
             let node = NodeProcess::start(dir.path(), "");
-            create_topic(node.address, "bench", PARTITIONS, 1, &[]);
-            let leaders = wait_for_leaders(&[node.address], "bench", 1);
+            create_topic(node.address, "bench", partitions, 1, &[]);
+            let leaders = wait_for_leaders(&[node.address], "bench", partitions, 1);
             measure(&leaders, "bench", 1, seconds, &[node.child.id()])
         };
         print_row(
@@ -74,8 +75,8 @@ fn main() {
         let cluster = Cluster::start(root.path(), 3, "");
         let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
         let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
-        create_topic(addresses[0], "all", PARTITIONS, 3, &[]);
-        let leaders = wait_for_leaders(&addresses, "all", 3);
+        create_topic(addresses[0], "all", partitions, 3, &[]);
+        let leaders = wait_for_leaders(&addresses, "all", partitions, 3);
         let all = measure(&leaders, "all", -1, seconds, &pids);
         print_row(
             round,
@@ -83,8 +84,8 @@ fn main() {
             &all,
             single.messages_per_second,
         );
-        create_topic(addresses[0], "one", PARTITIONS, 3, &[]);
-        let leaders = wait_for_leaders(&addresses, "one", 3);
+        create_topic(addresses[0], "one", partitions, 3, &[]);
+        let leaders = wait_for_leaders(&addresses, "one", partitions, 3);
         let one = measure(&leaders, "one", 1, seconds, &pids);
         print_row(
             round,
@@ -129,7 +130,12 @@ fn print_row(round: usize, setup: &str, row: &Row, single: f64) {
 /// Waits until every node sees every partition of `topic` with a leader and an ISR of
 /// `isr_size`; returns the
 /// client address of each partition's leader, in partition order.
-fn wait_for_leaders(addresses: &[SocketAddr], topic: &str, isr_size: usize) -> Vec<SocketAddr> {
+fn wait_for_leaders(
+    addresses: &[SocketAddr],
+    topic: &str,
+    count: i32,
+    isr_size: usize,
+) -> Vec<SocketAddr> {
     let mut leaders = Vec::new();
     wait_until(
         &format!("every partition of {topic} has a full ISR"),
@@ -141,7 +147,7 @@ fn wait_for_leaders(addresses: &[SocketAddr], topic: &str, isr_size: usize) -> V
                 return false;
             };
             if views.iter().any(|view| view.as_ref() != Some(&state))
-                || state.len() != PARTITIONS as usize
+                || state.len() != count as usize
                 || state.iter().any(|(l, isr)| *l < 1 || isr.len() != isr_size)
             {
                 return false;
