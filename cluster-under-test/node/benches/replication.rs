@@ -1,0 +1,272 @@
+//! Replication throughput side by side (issue 19): one `logjam-node` with acks=1 (RF 1)
+//! against three combined nodes with RF 3 and acks=all, with the same client settings, in one
+//! run, and their ratio; a third row (three nodes, RF 3, acks=1) separates the CPU cost of
+//! replicating from the wait for the high watermark. Each row also reports the CPU seconds the
+//! node processes and this client spent per million messages (from /proc), since the nodes
+//! and the client share this machine's cores and CPU per message bounds throughput as much
+//! as latency does.
+//!
+//! The client is the one of `benches/produce.rs`: one connection per partition (to its
+//! leader), each pipelining Produce v9 requests of one batch of 100-byte records.
+//!
+//! Run with `cargo bench -p logjam-node --bench replication`. `LOGJAM_BENCH_SECONDS` changes
+//! the measuring time per row (default 5 s), `LOGJAM_BENCH_ROUNDS` the number of rounds
+//! (default 3), `LOGJAM_BENCH_PARTITIONS` the number of partitions and so of connections
+//! (default 4; the same for every row); every round starts fresh processes.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::partition::{create_topic, partitions};
+use common::{Cluster, NodeProcess, batch, connect, read_frame, request_frame, wait_until};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+const RECORDS_PER_BATCH: usize = 100;
+const IN_FLIGHT: usize = 8;
+const VALUE_BYTES: usize = 100;
+
+/// One measured row.
+struct Row {
+    messages_per_second: f64,
+    /// CPU seconds of the node processes per million messages.
+    node_cpu_per_million: f64,
+    /// CPU seconds of this process (the client) per million messages.
+    client_cpu_per_million: f64,
+}
+
+fn main() {
+    if std::env::args().any(|arg| arg == "--list" || arg == "--test") {
+        return;
+    }
+    let seconds: u64 = env_or("LOGJAM_BENCH_SECONDS", 5);
+    let rounds: usize = env_or("LOGJAM_BENCH_ROUNDS", 3);
+    let partitions: i32 = env_or("LOGJAM_BENCH_PARTITIONS", 4);
+    println!(
+        "client: {partitions} partitions, one connection each to its leader; {RECORDS_PER_BATCH} \
+         records of {VALUE_BYTES} B per batch (one batch per request, no linger), {IN_FLIGHT} \
+         requests in flight per connection, {seconds} s per row\n"
+    );
+    println!(
+        "| round | setup | messages/s | node CPU s / 1M msg | client CPU s / 1M msg | vs 1 node acks=1 |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
+    let mut ratios = Vec::new();
+    for round in 1..=rounds {
+        let single = {
+            let dir = tempfile::tempdir().unwrap();
+            let node = NodeProcess::start(dir.path(), "");
+            create_topic(node.address, "bench", partitions, 1, &[]);
+            let leaders = wait_for_leaders(&[node.address], "bench", partitions, 1);
+            measure(&leaders, "bench", 1, seconds, &[node.child.id()])
+        };
+        print_row(
+            round,
+            "1 node, RF 1, acks=1",
+            &single,
+            single.messages_per_second,
+        );
+        let root = tempfile::tempdir().unwrap();
+        let cluster = Cluster::start(root.path(), 3, "");
+        let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
+        let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
+        create_topic(addresses[0], "all", partitions, 3, &[]);
+        let leaders = wait_for_leaders(&addresses, "all", partitions, 3);
+        let all = measure(&leaders, "all", -1, seconds, &pids);
+        print_row(
+            round,
+            "3 nodes, RF 3, acks=all",
+            &all,
+            single.messages_per_second,
+        );
+        create_topic(addresses[0], "one", partitions, 3, &[]);
+        let leaders = wait_for_leaders(&addresses, "one", partitions, 3);
+        let one = measure(&leaders, "one", 1, seconds, &pids);
+        print_row(
+            round,
+            "3 nodes, RF 3, acks=1",
+            &one,
+            single.messages_per_second,
+        );
+        ratios.push(all.messages_per_second / single.messages_per_second);
+        drop(cluster);
+    }
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "\nacks=all (3 nodes, RF 3) / acks=1 (1 node): median {:.0}% over {} rounds ({})",
+        sorted[sorted.len() / 2] * 100.0,
+        sorted.len(),
+        ratios
+            .iter()
+            .map(|r| format!("{:.0}%", r * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn print_row(round: usize, setup: &str, row: &Row, single: f64) {
+    println!(
+        "| {round} | {setup} | {:.0} | {:.2} | {:.2} | {:.0}% |",
+        row.messages_per_second,
+        row.node_cpu_per_million,
+        row.client_cpu_per_million,
+        row.messages_per_second / single * 100.0
+    );
+}
+
+/// Waits until every node sees every partition of `topic` with a leader and an ISR of
+/// `isr_size`; returns the
+/// client address of each partition's leader, in partition order.
+fn wait_for_leaders(
+    addresses: &[SocketAddr],
+    topic: &str,
+    count: i32,
+    isr_size: usize,
+) -> Vec<SocketAddr> {
+    let mut leaders = Vec::new();
+    wait_until(
+        &format!("every partition of {topic} has a full ISR"),
+        Duration::from_secs(30),
+        || {
+            // Every node must have applied the topic, so each leader serves its partitions.
+            let views: Vec<_> = addresses.iter().map(|a| partitions(*a, topic)).collect();
+            let Some(Some(state)) = views.first().cloned() else {
+                return false;
+            };
+            if views.iter().any(|view| view.as_ref() != Some(&state))
+                || state.len() != count as usize
+                || state.iter().any(|(l, isr)| *l < 1 || isr.len() != isr_size)
+            {
+                return false;
+            }
+            leaders = state
+                .iter()
+                .map(|(l, _)| addresses[*l as usize - 1])
+                .collect();
+            true
+        },
+    );
+    leaders
+}
+
+/// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // /proc counts in USER_HZ, which Linux fixes at 100 on every architecture it exports.
+    ticks / 100.0
+}
+
+/// Produces to every partition of `topic` (connection `i` to `leaders[i]`, partition `i`) for
+/// `seconds` with `acks`, asserting every answer is error-free.
+fn measure(
+    leaders: &[SocketAddr],
+    topic: &'static str,
+    acks: i16,
+    seconds: u64,
+    node_pids: &[u32],
+) -> Row {
+    let topic = TopicName(StrBytes::from_static_str(topic));
+    let value = vec![b'x'; VALUE_BYTES];
+    let values: Vec<&[u8]> = (0..RECORDS_PER_BATCH).map(|_| value.as_slice()).collect();
+    let records = batch(&values);
+    let nodes_cpu = || -> f64 { node_pids.iter().map(|p| cpu_seconds(&p.to_string())).sum() };
+    let barrier = std::sync::Barrier::new(leaders.len() + 1);
+    let barrier = &barrier;
+    let (acked, elapsed, cpu): (usize, f64, (f64, f64)) = std::thread::scope(|scope| {
+        let handles: Vec<_> = leaders
+            .iter()
+            .enumerate()
+            .map(|(partition, &address)| {
+                let request = ProduceRequest::default()
+                    .with_acks(acks)
+                    .with_timeout_ms(30_000)
+                    .with_topic_data(vec![
+                        TopicProduceData::default()
+                            .with_name(topic.clone())
+                            .with_partition_data(vec![
+                                PartitionProduceData::default()
+                                    .with_index(partition as i32)
+                                    .with_records(Some(records.clone())),
+                            ]),
+                    ]);
+                let frame = request_frame(ApiKey::Produce, 9, 1, &request);
+                scope.spawn(move || {
+                    let mut stream = connect(address);
+                    // Warm up outside the measurement: the leader may not have applied the
+                    // image that makes it leader yet (NOT_LEADER_OR_FOLLOWER), as a client
+                    // would retry.
+                    wait_until(
+                        "the leader accepts a produce",
+                        Duration::from_secs(30),
+                        || {
+                            stream.write_all(&frame).unwrap();
+                            produce_error(&mut stream) == 0
+                        },
+                    );
+                    barrier.wait();
+                    let deadline = Instant::now() + Duration::from_secs(seconds);
+                    let mut outstanding = 0;
+                    let mut acked = 0;
+                    loop {
+                        while outstanding < IN_FLIGHT && Instant::now() < deadline {
+                            stream.write_all(&frame).unwrap();
+                            outstanding += 1;
+                        }
+                        if outstanding == 0 {
+                            return acked;
+                        }
+                        assert_eq!(produce_error(&mut stream), 0);
+                        outstanding -= 1;
+                        acked += 1;
+                    }
+                })
+            })
+            .collect::<Vec<_>>();
+        barrier.wait();
+        let nodes_before = nodes_cpu();
+        let client_before = cpu_seconds("self");
+        let started = Instant::now();
+        let acked = handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .sum();
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu = (
+            nodes_cpu() - nodes_before,
+            cpu_seconds("self") - client_before,
+        );
+        (acked, elapsed, cpu)
+    });
+    let messages = (acked * RECORDS_PER_BATCH) as f64;
+    let millions = messages / 1e6;
+    Row {
+        messages_per_second: messages / elapsed,
+        node_cpu_per_million: cpu.0 / millions,
+        client_cpu_per_million: cpu.1 / millions,
+    }
+}
+
+/// Reads one Produce v9 response from `stream`: the error code of its one partition.
+fn produce_error(stream: &mut std::net::TcpStream) -> i16 {
+    let mut response = read_frame(stream).expect("node answered");
+    ResponseHeader::decode(&mut response, ApiKey::Produce.response_header_version(9)).unwrap();
+    let body = ProduceResponse::decode(&mut response, 9).unwrap();
+    body.responses[0].partition_responses[0].error_code
+}
