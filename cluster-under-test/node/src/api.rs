@@ -6,12 +6,13 @@
 //! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
 //! Produce, Fetch, ListOffsets and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
 //! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
-//! APIs).
+//! APIs, the [`GroupCoordinator`] for the group APIs).
 //!
 //! [`ReplicaManager`]: crate::replica::ReplicaManager
 //! [`TopicCreator`]: crate::broker::TopicCreator
 //! [`ProducerIdManager`]: crate::coordinator::ProducerIdManager
 //! [`TxnCoordinator`]: crate::coordinator::txn::TxnCoordinator
+//! [`GroupCoordinator`]: crate::coordinator::group::GroupCoordinator
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
@@ -25,6 +26,8 @@ mod init_producer_id;
 mod list_offsets;
 mod list_transactions;
 mod metadata;
+mod offset_commit;
+mod offset_fetch;
 mod produce;
 mod write_txn_markers;
 
@@ -100,7 +103,7 @@ pub async fn dispatch(
             init_producer_id::handle(broker.producer_ids(), broker.txn(), &request, version).await,
         ),
         RequestKind::FindCoordinator(request) => ResponseKind::FindCoordinator(
-            find_coordinator::handle(broker.txn(), &request, version).await,
+            find_coordinator::handle(broker.txn(), broker.groups(), &request, version).await,
         ),
         RequestKind::AddPartitionsToTxn(request) => ResponseKind::AddPartitionsToTxn(
             add_partitions_to_txn::handle(broker.txn(), &broker.image(), &request, version).await,
@@ -129,6 +132,12 @@ pub async fn dispatch(
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }
+        RequestKind::OffsetCommit(request) => ResponseKind::OffsetCommit(
+            offset_commit::handle(broker.groups(), &broker.image(), &request, version).await,
+        ),
+        RequestKind::OffsetFetch(request) => ResponseKind::OffsetFetch(
+            offset_fetch::handle(broker.groups(), &request, version).await,
+        ),
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
             write_txn_markers::handle(broker.replicas(), request).await,
         ),

@@ -55,11 +55,15 @@ pub enum Canary {
     /// markers, so its records stay open on their partitions. Lives in
     /// `coordinator/txn/markers.rs`.
     SkipAbortMarker,
+    /// `skip-offset-fence`: an OffsetCommit from a member of another generation is accepted
+    /// instead of `ILLEGAL_GENERATION`, so a zombie consumer's commit moves the group's
+    /// position. Lives in `coordinator/group/offsets.rs` (`validate_commit`).
+    SkipOffsetFence,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 9] = [
+    pub const ALL: [Canary; 10] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
@@ -69,6 +73,7 @@ impl Canary {
         Canary::NoZombieFence,
         Canary::CommitBeforeMarkers,
         Canary::SkipAbortMarker,
+        Canary::SkipOffsetFence,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -83,6 +88,7 @@ impl Canary {
             Canary::NoZombieFence => "no-zombie-fence",
             Canary::CommitBeforeMarkers => "commit-before-markers",
             Canary::SkipAbortMarker => "skip-abort-marker",
+            Canary::SkipOffsetFence => "skip-offset-fence",
         }
     }
 

@@ -44,6 +44,9 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's regular-expression filter is not served.
     (ApiKey::ListTransactions, 0, 1),
+    // The group coordinator, classic protocol (coordinator/group.rs).
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -172,6 +175,8 @@ mod tests {
             ApiKey::WriteTxnMarkers => {
                 RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default())
             }
+            ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
+            ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -230,6 +235,8 @@ mod tests {
             ApiKey::WriteTxnMarkers => {
                 ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default())
             }
+            ApiKey::OffsetCommit => ResponseKind::OffsetCommit(OffsetCommitResponse::default()),
+            ApiKey::OffsetFetch => ResponseKind::OffsetFetch(OffsetFetchResponse::default()),
             other => panic!("no default response for {other:?}"),
         }
     }

@@ -172,6 +172,47 @@ fn valid_frames() -> Vec<Bytes> {
                     ]),
             ]),
         )),
+        // The group coordinator's APIs (coordinator/group.rs).
+        strip(request_frame(
+            ApiKey::OffsetCommit,
+            9,
+            12,
+            &OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic_name("fuzz"))
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(3)
+                                .with_committed_metadata(Some(StrBytes::from_static_str("m"))),
+                        ]),
+                ]),
+        )),
+        strip(request_frame(
+            ApiKey::OffsetFetch,
+            8,
+            13,
+            &OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                    .with_topics(None),
+            ]),
+        )),
+        strip(request_frame(
+            ApiKey::OffsetFetch,
+            1,
+            14,
+            &OffsetFetchRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(topic_name("fuzz"))
+                        .with_partition_indexes(vec![0]),
+                ])),
+        )),
     ]
 }
 
