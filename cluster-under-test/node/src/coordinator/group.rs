@@ -11,6 +11,7 @@
 //!   partitions`, as Kafka's `partitionFor`), and writes through the runtime, which answers
 //!   only once the records are replicated.
 
+pub mod classic;
 pub mod offsets;
 pub mod record;
 pub mod shard;
