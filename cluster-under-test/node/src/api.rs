@@ -22,13 +22,17 @@ mod describe_transactions;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
 mod list_offsets;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_fetch;
 mod produce;
+mod sync_group;
 mod write_txn_markers;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
@@ -138,6 +142,21 @@ pub async fn dispatch(
         RequestKind::OffsetFetch(request) => ResponseKind::OffsetFetch(
             offset_fetch::handle(broker.groups(), &request, version).await,
         ),
+        RequestKind::JoinGroup(request) => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::JoinGroup(
+                join_group::handle(broker.groups(), client_id, &request, version).await,
+            )
+        }
+        RequestKind::SyncGroup(request) => {
+            ResponseKind::SyncGroup(sync_group::handle(broker.groups(), &request, version).await)
+        }
+        RequestKind::Heartbeat(request) => {
+            ResponseKind::Heartbeat(heartbeat::handle(broker.groups(), &request))
+        }
+        RequestKind::LeaveGroup(request) => {
+            ResponseKind::LeaveGroup(leave_group::handle(broker.groups(), &request, version).await)
+        }
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
             write_txn_markers::handle(broker.replicas(), request).await,
         ),

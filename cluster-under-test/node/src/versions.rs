@@ -47,6 +47,10 @@ pub const CLIENT_APIS: &[Served] = &[
     // The group coordinator, classic protocol (coordinator/group.rs).
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -177,6 +181,10 @@ mod tests {
             }
             ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
             ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+            ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
+            ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
+            ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -237,6 +245,10 @@ mod tests {
             }
             ApiKey::OffsetCommit => ResponseKind::OffsetCommit(OffsetCommitResponse::default()),
             ApiKey::OffsetFetch => ResponseKind::OffsetFetch(OffsetFetchResponse::default()),
+            ApiKey::LeaveGroup => ResponseKind::LeaveGroup(LeaveGroupResponse::default()),
+            ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default()),
+            ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default()),
+            ApiKey::JoinGroup => ResponseKind::JoinGroup(JoinGroupResponse::default()),
             other => panic!("no default response for {other:?}"),
         }
     }

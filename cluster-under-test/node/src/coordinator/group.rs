@@ -12,6 +12,7 @@
 //!   only once the records are replicated.
 
 pub mod classic;
+pub mod members;
 pub mod offsets;
 pub mod record;
 pub mod shard;
@@ -28,6 +29,8 @@ use crate::broker::TopicCreator;
 use crate::canary::Canary;
 use crate::config::Config;
 use crate::coordinator::CoordinatorRuntime;
+use crate::coordinator::group::classic::Limits;
+use crate::coordinator::group::members::LiveGroups;
 use crate::coordinator::group::offsets::FetchedOffset;
 use crate::coordinator::group::record::OffsetValue;
 use crate::coordinator::group::shard::{GroupShard, offset_record};
@@ -50,6 +53,11 @@ pub struct GroupSettings {
     pub replication_factor: i16,
     /// The `skip-offset-fence` canary.
     pub skip_offset_fence: bool,
+    /// The `double-assign` canary.
+    pub double_assign: bool,
+    /// `group.min.session.timeout.ms`, `group.max.session.timeout.ms`,
+    /// `group.initial.rebalance.delay.ms`.
+    pub limits: Limits,
 }
 
 impl GroupSettings {
@@ -67,6 +75,13 @@ impl GroupSettings {
             replication_factor: int("offsets.topic.replication.factor", 3)
                 .clamp(1, i64::from(i16::MAX)) as i16,
             skip_offset_fence: config.canaries.is_on(Canary::SkipOffsetFence),
+            double_assign: config.canaries.is_on(Canary::DoubleAssign),
+            limits: Limits {
+                min_session_timeout_ms: int("group.min.session.timeout.ms", 6_000) as i32,
+                max_session_timeout_ms: int("group.max.session.timeout.ms", 1_800_000) as i32,
+                initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 3_000).max(0)
+                    as i32,
+            },
         }
     }
 }
@@ -92,6 +107,8 @@ pub struct GroupCoordinator {
     replicas: Arc<ReplicaManager>,
     topics: TopicCreator,
     settings: GroupSettings,
+    limits: Limits,
+    live: LiveGroups,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -118,13 +135,17 @@ impl GroupCoordinator {
             runtime,
             replicas,
             topics,
+            limits: settings.limits,
             settings,
+            live: LiveGroups::default(),
         }
     }
 
-    /// The runtime; returns when the node stops.
+    /// The runtime and the groups' clocks; returns when the node stops.
     pub async fn run(self: Arc<Self>) {
+        let clocks = tokio::spawn(Arc::clone(&self).run_clocks());
         Arc::clone(&self.runtime).run().await;
+        clocks.abort();
     }
 
     /// The settings.
@@ -205,7 +226,7 @@ impl GroupCoordinator {
         })
     }
 
-    /// What the fencing of a commit sees of `group` on the partition's latest state: a group
+    /// What the fencing of a commit sees of `group` when no live group serves it: a group
     /// with written metadata or offsets and no live members is Empty at its generation.
     fn view(shard: &GroupShard, group: &str) -> Option<GroupView> {
         let entry = shard.get(group)?;
@@ -234,9 +255,22 @@ impl GroupCoordinator {
         let index = self.partition_of(group);
         let now = now_ms();
         let skip_fence = self.settings.skip_offset_fence;
+        let live = self.live_view(group).or_else(|| {
+            // A group written with members but not served yet in this epoch (a new
+            // coordinator): served now, so the commit is fenced against its members.
+            let written = self
+                .runtime
+                .read(index, |shard| {
+                    shard.get(group).is_some_and(|e| e.metadata.is_some())
+                })
+                .unwrap_or(false);
+            written
+                .then(|| self.with_group(group, |live, _| live.group.view()).ok())
+                .flatten()
+        });
         self.runtime
             .write(index, WRITE_TIMEOUT, |shard| {
-                let view = Self::view(shard, group);
+                let view = live.clone().or_else(|| Self::view(shard, group));
                 offsets::validate_commit(view.as_ref(), member, version, skip_fence)?;
                 let records = partitions
                     .iter()

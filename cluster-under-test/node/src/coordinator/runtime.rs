@@ -313,6 +313,15 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         slots.insert(loaded.index, slot);
     }
 
+    /// The leader epoch partition `index` is loaded in (state kept outside the shard, such
+    /// as a group's members, is valid only as long as this stays the same).
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::read`].
+    pub fn loaded_epoch(&self, index: i32) -> Result<i32, ResponseError> {
+        Ok(active(&self.slots(), index)?.epoch)
+    }
+
     /// Runs `read` on the committed state of partition `index`.
     ///
     /// # Errors

@@ -1,16 +1,25 @@
 //! The group APIs' part of the version sweep: a group's FindCoordinator (this node, once
 //! `__consumer_offsets` exists), OffsetCommit of a simple group at every version (accepted)
-//! and OffsetFetch at every version seeing the offset committed before the sweep.
+//! and OffsetFetch at every version seeing the offset committed before the sweep; JoinGroup
+//! of a new member at every version (its own group, no initial delay: v0-v3 answered with
+//! generation 1 and the member as leader, v4+ with MEMBER_ID_REQUIRED and an id), SyncGroup
+//! and Heartbeat of a member joined before the sweep (its assignment; no error), LeaveGroup of
+//! an unknown member (UNKNOWN_MEMBER_ID, per member from v3).
 
+use std::sync::OnceLock;
+
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, RequestKind,
-    ResponseKind,
+    ApiKey, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
 
 use super::{Connection, Context, TOPIC, name, text};
@@ -20,9 +29,47 @@ pub const GROUP: &str = "sweep-group";
 /// The offset every commit of the sweep writes (and the one committed before it).
 const OFFSET: i64 = 77;
 
+/// The group SyncGroup and Heartbeat are swept on, and its member (joined by `prepare`).
+const SYNCED: &str = "sweep-synced";
+static MEMBER: OnceLock<String> = OnceLock::new();
+const ASSIGNMENT: &[u8] = b"sweep-assignment";
+
+fn join_request(group: &str, member_id: &str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_member_id(text(member_id))
+        .with_protocol_type(text("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default()
+                .with_name(text("range"))
+                .with_metadata(bytes::Bytes::from_static(b"sub")),
+        ])
+}
+
 /// Waits for the group's coordinator (creating `__consumer_offsets`) and commits `OFFSET`
-/// once, so every OffsetFetch version has something to see.
+/// once, so every OffsetFetch version has something to see; joins `SYNCED`'s member.
 pub fn prepare(client: &mut Connection) {
+    commit_first(client);
+    let joined = client.call(
+        ApiKey::JoinGroup,
+        3,
+        &RequestKind::JoinGroup(join_request(SYNCED, "")),
+    );
+    match joined {
+        Ok(ResponseKind::JoinGroup(r)) if r.error_code == 0 && r.generation_id == 1 => {
+            let _ = MEMBER.set(r.member_id.to_string());
+        }
+        other => panic!("JoinGroup v3 of {SYNCED}: {other:?}"),
+    }
+}
+
+fn member() -> String {
+    MEMBER.get().cloned().unwrap_or_default()
+}
+
+fn commit_first(client: &mut Connection) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let found = client.call(
@@ -79,6 +126,40 @@ fn commit(_version: i16) -> RequestKind {
 pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<RequestKind> {
     Some(match key {
         ApiKey::OffsetCommit => commit(version),
+        ApiKey::JoinGroup => {
+            RequestKind::JoinGroup(join_request(&format!("sweep-join-v{version}"), ""))
+        }
+        ApiKey::SyncGroup => RequestKind::SyncGroup(
+            SyncGroupRequest::default()
+                .with_group_id(GroupId(text(SYNCED)))
+                .with_generation_id(1)
+                .with_member_id(text(&member()))
+                .with_protocol_type(Some(text("consumer")))
+                .with_protocol_name(Some(text("range")))
+                .with_assignments(vec![
+                    SyncGroupRequestAssignment::default()
+                        .with_member_id(text(&member()))
+                        .with_assignment(bytes::Bytes::from_static(ASSIGNMENT)),
+                ]),
+        ),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(
+            HeartbeatRequest::default()
+                .with_group_id(GroupId(text(SYNCED)))
+                .with_generation_id(1)
+                .with_member_id(text(&member())),
+        ),
+        ApiKey::LeaveGroup if version < 3 => RequestKind::LeaveGroup(
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(text(SYNCED)))
+                .with_member_id(text("sweep-nobody")),
+        ),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(
+            LeaveGroupRequest::default()
+                .with_group_id(GroupId(text(SYNCED)))
+                .with_members(vec![
+                    MemberIdentity::default().with_member_id(text("sweep-nobody")),
+                ]),
+        ),
         ApiKey::OffsetFetch if version >= 8 => {
             RequestKind::OffsetFetch(OffsetFetchRequest::default().with_groups(vec![
                 OffsetFetchRequestGroup::default()
@@ -101,6 +182,20 @@ pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<Requ
         ),
         _ => return None,
     })
+}
+
+fn check_join(version: i16, r: &kafka_protocol::messages::JoinGroupResponse) -> Result<(), String> {
+    let fine = if version >= 4 {
+        r.error_code == 79 && !r.member_id.is_empty()
+    } else {
+        r.error_code == 0
+            && r.generation_id == 1
+            && !r.member_id.is_empty()
+            && r.leader == r.member_id
+            && r.members.len() == 1
+            && r.protocol_name.as_ref().map(|p| p.as_str()) == Some("range")
+    };
+    if fine { Ok(()) } else { Err(format!("{r:?}")) }
 }
 
 /// Checks a group API's answer at `version`; `None` for other APIs.
@@ -128,6 +223,23 @@ pub fn check(version: i16, response: &ResponseKind) -> Option<Result<(), String>
             }
             _ => Err(format!("{r:?}")),
         },
+        ResponseKind::JoinGroup(r) => check_join(version, r),
+        ResponseKind::SyncGroup(r) if r.error_code == 0 && &r.assignment[..] == ASSIGNMENT => {
+            Ok(())
+        }
+        ResponseKind::SyncGroup(r) => Err(format!("{r:?}")),
+        ResponseKind::Heartbeat(r) if r.error_code == 0 => Ok(()),
+        ResponseKind::Heartbeat(r) => Err(format!("{r:?}")),
+        ResponseKind::LeaveGroup(r) if version < 3 && r.error_code == 25 => Ok(()),
+        ResponseKind::LeaveGroup(r)
+            if version >= 3
+                && r.error_code == 0
+                && r.members.len() == 1
+                && r.members[0].error_code == 25 =>
+        {
+            Ok(())
+        }
+        ResponseKind::LeaveGroup(r) => Err(format!("{r:?}")),
         _ => return None,
     })
 }

@@ -127,6 +127,24 @@ pub struct JoinRequest {
     pub fresh_id: String,
 }
 
+impl JoinRequest {
+    /// The member id a new member gets: its instance id (else its client id), a dash and the
+    /// fresh suffix, as Kafka forms them.
+    pub fn new_member_id(&self) -> String {
+        let prefix = self.instance_id.as_deref().unwrap_or(&self.client_id);
+        format!("{prefix}-{}", self.fresh_id)
+    }
+
+    /// The member id this request joins as.
+    pub fn joining_id(&self) -> String {
+        if self.member_id.is_empty() {
+            self.new_member_id()
+        } else {
+            self.member_id.clone()
+        }
+    }
+}
+
 /// A JoinGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinReply {
@@ -422,8 +440,7 @@ impl ClassicGroup {
     }
 
     fn join_new(&mut self, request: &JoinRequest, now: i64, effects: &mut Effects) {
-        let prefix = request.instance_id.as_deref().unwrap_or(&request.client_id);
-        let member_id = format!("{prefix}-{}", request.fresh_id);
+        let member_id = request.new_member_id();
         if let Some(instance) = request.instance_id.as_deref() {
             if let Some(old) = self.member_of_instance(instance).map(str::to_owned) {
                 self.replace_static(&old, member_id, request, now, effects);
@@ -444,7 +461,8 @@ impl ClassicGroup {
     }
 
     /// A static member rejoining under a new member id: the old id is fenced; a settled
-    /// group with unchanged protocols does not rebalance.
+    /// group whose selected protocol stays does not rebalance, unless the member was the
+    /// leader and cannot be told to skip the assignment (JoinGroup before v9).
     fn replace_static(
         &mut self,
         old: &str,
@@ -467,7 +485,6 @@ impl ClassicGroup {
                 .syncs
                 .push((old.to_owned(), Err(ResponseError::FencedInstanceId)));
         }
-        let changed = member.protocols != request.protocols;
         member.member_id = new_id.clone();
         member.protocols = request.protocols.clone();
         member.session_timeout_ms = request.session_timeout_ms;
@@ -480,6 +497,9 @@ impl ClassicGroup {
         }
         member.awaiting_join = true;
         self.members.insert(new_id.clone(), member);
+        // As Kafka: only a change of the group's selected protocol rebalances (a restarted
+        // client's metadata differs in what it owned, which does not matter).
+        let changed = self.select_protocol() != self.protocol;
         match self.state {
             GroupState::Stable if !changed && (!was_leader || request.version >= 9) => {
                 if let Some(m) = self.members.get_mut(&new_id) {

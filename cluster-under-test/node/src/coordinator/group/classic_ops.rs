@@ -91,13 +91,12 @@ impl ClassicGroup {
             // so two members own the same partitions for this generation.
             if canary_double_assign {
                 let leader_assignment = self.members.get(&id).map(|m| m.assignment.clone());
-                if let (Some(assignment), Some(other)) = (
+                let other = self.members.keys().find(|m| **m != id).cloned();
+                if let (Some(assignment), Some(member)) = (
                     leader_assignment,
-                    self.members.keys().find(|m| **m != id).cloned(),
+                    other.and_then(|o| self.members.get_mut(&o)),
                 ) {
-                    if let Some(member) = self.members.get_mut(&other) {
-                        member.assignment = assignment;
-                    }
+                    member.assignment = assignment;
                 }
             }
             self.state = GroupState::Stable;
