@@ -18,6 +18,7 @@ mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod api_versions;
 mod create_topics;
+mod describe_groups;
 mod describe_transactions;
 mod end_txn;
 mod fetch;
@@ -26,6 +27,7 @@ mod heartbeat;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod list_transactions;
 mod metadata;
@@ -156,6 +158,12 @@ pub async fn dispatch(
         }
         RequestKind::LeaveGroup(request) => {
             ResponseKind::LeaveGroup(leave_group::handle(broker.groups(), &request, version).await)
+        }
+        RequestKind::DescribeGroups(request) => ResponseKind::DescribeGroups(
+            describe_groups::handle(broker.groups(), &request, version),
+        ),
+        RequestKind::ListGroups(request) => {
+            ResponseKind::ListGroups(list_groups::handle(broker.groups(), &request, version))
         }
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
             write_txn_markers::handle(broker.replicas(), request).await,

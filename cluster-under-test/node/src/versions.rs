@@ -51,6 +51,9 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
+    // v6 (KIP-1043's error message, GROUP_ID_NOT_FOUND) is not served.
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -181,6 +184,8 @@ mod tests {
             }
             ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
             ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+            ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            ApiKey::DescribeGroups => RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
             ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
             ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
             ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
@@ -245,6 +250,10 @@ mod tests {
             }
             ApiKey::OffsetCommit => ResponseKind::OffsetCommit(OffsetCommitResponse::default()),
             ApiKey::OffsetFetch => ResponseKind::OffsetFetch(OffsetFetchResponse::default()),
+            ApiKey::ListGroups => ResponseKind::ListGroups(ListGroupsResponse::default()),
+            ApiKey::DescribeGroups => {
+                ResponseKind::DescribeGroups(DescribeGroupsResponse::default())
+            }
             ApiKey::LeaveGroup => ResponseKind::LeaveGroup(LeaveGroupResponse::default()),
             ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default()),
             ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default()),

@@ -4,7 +4,9 @@
 //! of a new member at every version (its own group, no initial delay: v0-v3 answered with
 //! generation 1 and the member as leader, v4+ with MEMBER_ID_REQUIRED and an id), SyncGroup
 //! and Heartbeat of a member joined before the sweep (its assignment; no error), LeaveGroup of
-//! an unknown member (UNKNOWN_MEMBER_ID, per member from v3).
+//! an unknown member (UNKNOWN_MEMBER_ID, per member from v3); DescribeGroups of that group
+//! (Stable, its member, v5 the last rebalance's cause `join` in logjam's tag) and ListGroups
+//! listing it (v4+ through a states filter).
 
 use std::sync::OnceLock;
 
@@ -21,6 +23,7 @@ use kafka_protocol::messages::{
     ApiKey, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
+use kafka_protocol::messages::{DescribeGroupsRequest, ListGroupsRequest};
 
 use super::{Connection, Context, TOPIC, name, text};
 
@@ -126,6 +129,22 @@ fn commit(_version: i16) -> RequestKind {
 pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<RequestKind> {
     Some(match key {
         ApiKey::OffsetCommit => commit(version),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(
+            DescribeGroupsRequest::default().with_groups(vec![GroupId(text(SYNCED))]),
+        ),
+        ApiKey::ListGroups => RequestKind::ListGroups(
+            ListGroupsRequest::default()
+                .with_states_filter(if version >= 4 {
+                    vec![text("stable")]
+                } else {
+                    vec![]
+                })
+                .with_types_filter(if version >= 5 {
+                    vec![text("classic")]
+                } else {
+                    vec![]
+                }),
+        ),
         ApiKey::JoinGroup => {
             RequestKind::JoinGroup(join_request(&format!("sweep-join-v{version}"), ""))
         }
@@ -224,6 +243,31 @@ pub fn check(version: i16, response: &ResponseKind) -> Option<Result<(), String>
             _ => Err(format!("{r:?}")),
         },
         ResponseKind::JoinGroup(r) => check_join(version, r),
+        ResponseKind::DescribeGroups(r) => {
+            let fine = r.groups.len() == 1 && {
+                let g = &r.groups[0];
+                g.error_code == 0
+                    && g.group_state.as_str() == "Stable"
+                    && g.protocol_data.as_str() == "range"
+                    && g.members.len() == 1
+                    && g.members[0].member_id.as_str() == member()
+                    && &g.members[0].member_assignment[..] == ASSIGNMENT
+                    && (version < 5
+                        || g.unknown_tagged_fields.get(&10_000).map(|b| &b[..])
+                            == Some(&b"join"[..]))
+            };
+            if fine { Ok(()) } else { Err(format!("{r:?}")) }
+        }
+        ResponseKind::ListGroups(r) => {
+            // sweep-join-v0 awaits its sync (CompletingRebalance): the states filter (v4+)
+            // leaves it out.
+            let listed = |id: &str| r.groups.iter().any(|g| g.group_id.as_str() == id);
+            if r.error_code == 0 && listed(SYNCED) && listed("sweep-join-v0") == (version < 4) {
+                Ok(())
+            } else {
+                Err(format!("{r:?}"))
+            }
+        }
         ResponseKind::SyncGroup(r) if r.error_code == 0 && &r.assignment[..] == ASSIGNMENT => {
             Ok(())
         }

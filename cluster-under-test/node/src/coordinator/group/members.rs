@@ -289,3 +289,140 @@ impl GroupCoordinator {
         }
     }
 }
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct Described {
+    /// Kafka's state name.
+    pub state: &'static str,
+    /// The protocol type ("" for a simple group).
+    pub protocol_type: String,
+    /// The chosen protocol ("" when none).
+    pub protocol: String,
+    /// Members: (member id, instance id, client id, client host, metadata, assignment).
+    pub members: Vec<(
+        String,
+        Option<String>,
+        String,
+        String,
+        bytes::Bytes,
+        bytes::Bytes,
+    )>,
+    /// The cause of the last rebalance, in the seed's terms.
+    pub last_cause: Option<&'static str>,
+}
+
+/// Kafka's name of a group state.
+pub fn state_name(state: crate::coordinator::txn_offsets::GroupState) -> &'static str {
+    use crate::coordinator::txn_offsets::GroupState as S;
+    match state {
+        S::Empty => "Empty",
+        S::PreparingRebalance => "PreparingRebalance",
+        S::CompletingRebalance => "CompletingRebalance",
+        S::Stable => "Stable",
+        S::Dead => "Dead",
+    }
+}
+
+impl GroupCoordinator {
+    /// DescribeGroups of one group: `None` for a group this coordinator does not have (Kafka
+    /// answers it as Dead).
+    ///
+    /// # Errors
+    /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
+    pub fn describe(&self, group_id: &str) -> Result<Option<Described>, ResponseError> {
+        let index = self.partition_of(group_id);
+        let known = self
+            .runtime
+            .read(index, |shard| shard.get(group_id).is_some())?;
+        let live = self.live().contains_key(group_id);
+        if !known && !live {
+            return Ok(None);
+        }
+        self.with_group(group_id, |live, _| {
+            let group = &live.group;
+            let with_data =
+                group.state != crate::coordinator::txn_offsets::GroupState::PreparingRebalance;
+            Some(Described {
+                state: state_name(group.state),
+                protocol_type: group.protocol_type.clone().unwrap_or_default(),
+                protocol: if with_data {
+                    group.protocol.clone().unwrap_or_default()
+                } else {
+                    String::new()
+                },
+                members: group
+                    .members
+                    .values()
+                    .map(|m| {
+                        let metadata = m
+                            .protocols
+                            .iter()
+                            .find(|(name, _)| Some(name) == group.protocol.as_ref())
+                            .map(|(_, meta)| meta.clone())
+                            .unwrap_or_default();
+                        (
+                            m.member_id.clone(),
+                            m.instance_id.clone(),
+                            m.client_id.clone(),
+                            m.client_host.clone(),
+                            if with_data {
+                                metadata
+                            } else {
+                                bytes::Bytes::new()
+                            },
+                            if with_data {
+                                m.assignment.clone()
+                            } else {
+                                bytes::Bytes::new()
+                            },
+                        )
+                    })
+                    .collect(),
+                last_cause: group.last_cause.map(|cause| cause.name()),
+            })
+        })
+    }
+
+    /// ListGroups: every group of every partition this node serves, with its protocol type
+    /// and Kafka's state name.
+    pub fn list(&self) -> Vec<(String, String, &'static str)> {
+        let mut groups: std::collections::BTreeMap<String, (String, &'static str)> =
+            std::collections::BTreeMap::new();
+        for index in 0..self.settings.partitions {
+            let Ok(ids) = self.runtime.read(index, |shard| {
+                shard
+                    .iter()
+                    .map(|(id, entry)| {
+                        let protocol_type = entry
+                            .metadata
+                            .as_ref()
+                            .map(|m| m.protocol_type.clone())
+                            .unwrap_or_default();
+                        (id.to_owned(), protocol_type)
+                    })
+                    .collect::<Vec<_>>()
+            }) else {
+                continue;
+            };
+            for (id, protocol_type) in ids {
+                groups.insert(id, (protocol_type, "Empty"));
+            }
+        }
+        for (id, live) in self.live().iter() {
+            if self.runtime.loaded_epoch(live.index) == Ok(live.epoch) {
+                groups.insert(
+                    id.clone(),
+                    (
+                        live.group.protocol_type.clone().unwrap_or_default(),
+                        state_name(live.group.state),
+                    ),
+                );
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(id, (protocol_type, state))| (id, protocol_type, state))
+            .collect()
+    }
+}
