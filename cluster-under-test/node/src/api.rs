@@ -18,6 +18,7 @@ mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod api_versions;
 mod create_topics;
+mod delete_groups;
 mod describe_groups;
 mod describe_transactions;
 mod end_txn;
@@ -32,6 +33,7 @@ mod list_offsets;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sync_group;
@@ -165,6 +167,12 @@ pub async fn dispatch(
         RequestKind::ListGroups(request) => {
             ResponseKind::ListGroups(list_groups::handle(broker.groups(), &request, version))
         }
+        RequestKind::DeleteGroups(request) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(broker.groups(), &request).await)
+        }
+        RequestKind::OffsetDelete(request) => ResponseKind::OffsetDelete(
+            offset_delete::handle(broker.groups(), &broker.image(), &request).await,
+        ),
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
             write_txn_markers::handle(broker.replicas(), request).await,
         ),

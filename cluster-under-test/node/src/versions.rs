@@ -54,6 +54,8 @@ pub const CLIENT_APIS: &[Served] = &[
     // v6 (KIP-1043's error message, GROUP_ID_NOT_FOUND) is not served.
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -184,6 +186,8 @@ mod tests {
             }
             ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
             ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+            ApiKey::OffsetDelete => RequestKind::OffsetDelete(OffsetDeleteRequest::default()),
+            ApiKey::DeleteGroups => RequestKind::DeleteGroups(DeleteGroupsRequest::default()),
             ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
             ApiKey::DescribeGroups => RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
             ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
@@ -250,6 +254,8 @@ mod tests {
             }
             ApiKey::OffsetCommit => ResponseKind::OffsetCommit(OffsetCommitResponse::default()),
             ApiKey::OffsetFetch => ResponseKind::OffsetFetch(OffsetFetchResponse::default()),
+            ApiKey::OffsetDelete => ResponseKind::OffsetDelete(OffsetDeleteResponse::default()),
+            ApiKey::DeleteGroups => ResponseKind::DeleteGroups(DeleteGroupsResponse::default()),
             ApiKey::ListGroups => ResponseKind::ListGroups(ListGroupsResponse::default()),
             ApiKey::DescribeGroups => {
                 ResponseKind::DescribeGroups(DescribeGroupsResponse::default())

@@ -11,6 +11,7 @@
 //!   partitions`, as Kafka's `partitionFor`), and writes through the runtime, which answers
 //!   only once the records are replicated.
 
+pub mod admin;
 pub mod classic;
 pub mod members;
 pub mod offsets;
@@ -42,7 +43,7 @@ use crate::replica::{ReplicaManager, now_ms};
 pub const TOPIC: &str = "__consumer_offsets";
 
 /// How long a write waits to be replicated (Kafka's `offsets.commit.timeout.ms`, 5 s).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The node settings of the group coordinator.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,9 @@
 //! and Heartbeat of a member joined before the sweep (its assignment; no error), LeaveGroup of
 //! an unknown member (UNKNOWN_MEMBER_ID, per member from v3); DescribeGroups of that group
 //! (Stable, its member, v5 the last rebalance's cause `join` in logjam's tag) and ListGroups
-//! listing it (v4+ through a states filter).
+//! listing it (v4+ through a states filter); DeleteGroups of a simple group per version
+//! (deleted), of `SYNCED` (NON_EMPTY_GROUP) and of a group never seen (GROUP_ID_NOT_FOUND);
+//! OffsetDelete of the simple group's offset (deleted).
 
 use std::sync::OnceLock;
 
@@ -23,7 +25,10 @@ use kafka_protocol::messages::{
     ApiKey, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
-use kafka_protocol::messages::{DescribeGroupsRequest, ListGroupsRequest};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+    offset_delete_request,
+};
 
 use super::{Connection, Context, TOPIC, name, text};
 
@@ -55,6 +60,12 @@ fn join_request(group: &str, member_id: &str) -> JoinGroupRequest {
 /// once, so every OffsetFetch version has something to see; joins `SYNCED`'s member.
 pub fn prepare(client: &mut Connection) {
     commit_first(client);
+    for version in 0..=2 {
+        match client.call(ApiKey::OffsetCommit, 8, &commit_to(&deleted(version))) {
+            Ok(ResponseKind::OffsetCommit(r)) if r.topics[0].partitions[0].error_code == 0 => {}
+            other => panic!("OffsetCommit to {}: {other:?}", deleted(version)),
+        }
+    }
     let joined = client.call(
         ApiKey::JoinGroup,
         3,
@@ -106,10 +117,19 @@ fn commit_first(client: &mut Connection) {
     }
 }
 
+/// The simple group DeleteGroups at `version` deletes.
+fn deleted(version: i16) -> String {
+    format!("sweep-delete-v{version}")
+}
+
 fn commit(_version: i16) -> RequestKind {
+    commit_to(GROUP)
+}
+
+fn commit_to(group: &str) -> RequestKind {
     RequestKind::OffsetCommit(
         OffsetCommitRequest::default()
-            .with_group_id(GroupId(text(GROUP)))
+            .with_group_id(GroupId(text(group)))
             .with_generation_id_or_member_epoch(-1)
             .with_retention_time_ms(-1)
             .with_topics(vec![
@@ -129,6 +149,25 @@ fn commit(_version: i16) -> RequestKind {
 pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<RequestKind> {
     Some(match key {
         ApiKey::OffsetCommit => commit(version),
+        ApiKey::DeleteGroups => {
+            RequestKind::DeleteGroups(DeleteGroupsRequest::default().with_groups_names(vec![
+                GroupId(text(&deleted(version))),
+                GroupId(text(SYNCED)),
+                GroupId(text("sweep-never-seen")),
+            ]))
+        }
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(
+            OffsetDeleteRequest::default()
+                .with_group_id(GroupId(text(GROUP)))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(name(TOPIC))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]),
+        ),
         ApiKey::DescribeGroups => RequestKind::DescribeGroups(
             DescribeGroupsRequest::default().with_groups(vec![GroupId(text(SYNCED))]),
         ),
@@ -243,6 +282,20 @@ pub fn check(version: i16, response: &ResponseKind) -> Option<Result<(), String>
             _ => Err(format!("{r:?}")),
         },
         ResponseKind::JoinGroup(r) => check_join(version, r),
+        ResponseKind::DeleteGroups(r) => {
+            let codes: Vec<i16> = r.results.iter().map(|g| g.error_code).collect();
+            if codes == [0, 68, 69] {
+                Ok(())
+            } else {
+                Err(format!("{r:?}"))
+            }
+        }
+        ResponseKind::OffsetDelete(r) => {
+            match r.topics.first().and_then(|t| t.partitions.first()) {
+                Some(p) if r.error_code == 0 && p.error_code == 0 => Ok(()),
+                _ => Err(format!("{r:?}")),
+            }
+        }
         ResponseKind::DescribeGroups(r) => {
             let fine = r.groups.len() == 1 && {
                 let g = &r.groups[0];

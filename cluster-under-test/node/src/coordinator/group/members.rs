@@ -47,7 +47,7 @@ struct Release {
 pub type LiveGroups = std::sync::Mutex<HashMap<String, Live>>;
 
 impl GroupCoordinator {
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
+    pub(crate) fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Live>> {
         self.live
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
