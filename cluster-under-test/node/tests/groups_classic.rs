@@ -3,7 +3,10 @@
 //! timeouts, a heartbeat of the wrong generation, commits of unknown members or stale
 //! generations) get Kafka's errors and the coordinator keeps serving the group; the group's
 //! generation and offsets survive the coordinator's death (its members heartbeat on at the new
-//! coordinator). The `skip-offset-fence` canary's effect, with this test's fencing as its twin.
+//! coordinator). The `skip-offset-fence` canary's effect, with this test's fencing as its twin;
+//! the `double-assign` canary's effect next to its twin (a two-member rebalance driven step by
+//! step), which then also shows a session expiring: the group rebalances and DescribeGroups
+//! names the cause `session-timeout`.
 
 mod common;
 
@@ -18,10 +21,10 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest,
-    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -55,6 +58,16 @@ fn find(via: SocketAddr, group: &str) -> i32 {
 }
 
 fn join(stream: &mut TcpStream, group: &str, member: &str, session_ms: i32) -> JoinGroupResponse {
+    join_as(stream, group, member, session_ms, 30_000)
+}
+
+fn join_as(
+    stream: &mut TcpStream,
+    group: &str,
+    member: &str,
+    session_ms: i32,
+    rebalance_ms: i32,
+) -> JoinGroupResponse {
     exchange(
         stream,
         ApiKey::JoinGroup,
@@ -62,7 +75,7 @@ fn join(stream: &mut TcpStream, group: &str, member: &str, session_ms: i32) -> J
         &JoinGroupRequest::default()
             .with_group_id(GroupId(text(group)))
             .with_session_timeout_ms(session_ms)
-            .with_rebalance_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(rebalance_ms)
             .with_member_id(text(member))
             .with_protocol_type(text("consumer"))
             .with_protocols(vec![
@@ -86,6 +99,16 @@ fn join_ready(stream: &mut TcpStream, group: &str, member: &str) -> JoinGroupRes
 }
 
 fn sync(stream: &mut TcpStream, group: &str, member: &str, generation: i32) -> SyncGroupResponse {
+    sync_with(stream, group, member, generation, &[(member, b"all")])
+}
+
+fn sync_with(
+    stream: &mut TcpStream,
+    group: &str,
+    member: &str,
+    generation: i32,
+    assignments: &[(&str, &'static [u8])],
+) -> SyncGroupResponse {
     exchange(
         stream,
         ApiKey::SyncGroup,
@@ -94,11 +117,16 @@ fn sync(stream: &mut TcpStream, group: &str, member: &str, generation: i32) -> S
             .with_group_id(GroupId(text(group)))
             .with_generation_id(generation)
             .with_member_id(text(member))
-            .with_assignments(vec![
-                SyncGroupRequestAssignment::default()
-                    .with_member_id(text(member))
-                    .with_assignment(Bytes::from_static(b"all")),
-            ]),
+            .with_assignments(
+                assignments
+                    .iter()
+                    .map(|(m, a)| {
+                        SyncGroupRequestAssignment::default()
+                            .with_member_id(text(m))
+                            .with_assignment(Bytes::from_static(a))
+                    })
+                    .collect(),
+            ),
     )
 }
 
@@ -281,5 +309,98 @@ fn canary_skip_offset_fence_accepts_a_stale_generation() {
         fetched(&mut stream, group),
         (0, 7),
         "the zombie's commit moved the group back"
+    );
+}
+
+/// Two members through a rebalance driven step by step: the first settles alone, the second
+/// joins, the first learns of it by heartbeat and rejoins, the leader (the first) assigns
+/// "A" to itself and "B" to the second. Returns what the second was given, after which the
+/// second stops heartbeating (session 1.5 s) and the DescribeGroups v5 cause once the group
+/// has noticed.
+fn two_members(canaries: &str) -> (Bytes, String, String) {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(
+        root.path(),
+        1,
+        &format!("{SETTINGS}\ngroup.min.session.timeout.ms=1000\n{canaries}"),
+    );
+    let address = cluster.nodes[0].address;
+    let group = "pair";
+    find(address, group);
+    let mut one = connect(address);
+    let first = join_ready(&mut one, group, "");
+    let m1 = first.member_id.to_string();
+    assert_eq!(
+        join_as(&mut one, group, &m1, 10_000, 10_000).generation_id,
+        1
+    );
+    assert_eq!(sync(&mut one, group, &m1, 1).error_code, 0);
+
+    let mut two = connect(address);
+    let m2 = join_as(&mut two, group, "", 1_500, 10_000)
+        .member_id
+        .to_string();
+    let joining = {
+        let m2 = m2.clone();
+        std::thread::spawn(move || {
+            let joined = join_as(&mut two, group, &m2, 1_500, 10_000);
+            assert_eq!(joined.error_code, 0, "{joined:?}");
+            let synced = sync_with(&mut two, group, &m2, joined.generation_id, &[]);
+            assert_eq!(synced.error_code, 0, "{synced:?}");
+            synced.assignment
+        })
+    };
+    wait_until(
+        "the first member is told to rejoin",
+        Duration::from_secs(10),
+        || heartbeat(&mut one, group, &m1, 1) == 27,
+    );
+    let rejoined = join_as(&mut one, group, &m1, 10_000, 10_000);
+    assert_eq!((rejoined.error_code, rejoined.generation_id), (0, 2));
+    assert_eq!(rejoined.leader.as_str(), m1);
+    assert_eq!(rejoined.members.len(), 2);
+    let led = sync_with(&mut one, group, &m1, 2, &[(&m1, b"A"), (&m2, b"B")]);
+    assert_eq!(&led.assignment[..], b"A");
+    let second = joining.join().unwrap();
+
+    // The second member goes silent; the first keeps heartbeating until the group notices.
+    let mut cause = String::new();
+    wait_until(
+        "the silent member's session expires",
+        Duration::from_secs(20),
+        || {
+            let beat = heartbeat(&mut one, group, &m1, 2);
+            let described: DescribeGroupsResponse = exchange(
+                &mut one,
+                ApiKey::DescribeGroups,
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+            );
+            let g = &described.groups[0];
+            cause = g
+                .unknown_tagged_fields
+                .get(&10_000)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            beat == 27 && g.group_state.as_str() == "PreparingRebalance" && g.members.len() == 1
+        },
+    );
+    (second, m2, cause)
+}
+
+#[test]
+fn canary_double_assign_gives_two_members_the_same_partitions() {
+    let (honest, _, cause) = two_members("");
+    assert_eq!(
+        &honest[..],
+        b"B",
+        "the twin: the leader's assignment is delivered as sent"
+    );
+    assert_eq!(cause, "session-timeout");
+    let (doubled, _, _) = two_members("logjam.canaries=double-assign");
+    assert_eq!(
+        &doubled[..],
+        b"A",
+        "the canary gives the second member the leader's partitions"
     );
 }
