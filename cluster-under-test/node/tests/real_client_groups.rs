@@ -92,3 +92,50 @@ fn a_static_member_restarts_without_a_rebalance() {
     let cluster = cluster(root.path());
     scenario(&cluster, "groups-static", "static-restart");
 }
+
+/// The poll clock. Both clients leave the group themselves when `max.poll.interval.ms`
+/// expires between polls (their heartbeats go on), but neither sends a LeaveGroup reason
+/// (measured: librdkafka of confluent-kafka 2.16.1 and kafka-python 3.0.12 send none; the Java
+/// client's KIP-800 reason "consumer poll timeout has expired." is what names `poll-timeout`).
+/// So the node sees a leave, within the poll interval plus a little, never a session expiry.
+#[test]
+fn a_member_past_its_poll_interval_leaves_before_its_session_expires() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = cluster(root.path());
+    scenario(&cluster, "groups-poll", "poll-timeout");
+    let mut causes = Vec::new();
+    for i in 1..=3 {
+        let log = std::fs::read_to_string(root.path().join(format!("node{i}/node.log")))
+            .unwrap_or_default();
+        for line in log
+            .lines()
+            .filter(|l| l.contains("group rebalance started"))
+        {
+            let group = line
+                .split("group=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next());
+            let cause = line
+                .split("cause=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next());
+            if let (Some(group), Some(cause)) = (group, cause) {
+                causes.push((group.to_owned(), cause.to_owned()));
+            }
+        }
+    }
+    for group in ["groups-poll-poll", "groups-poll-poll-kp"] {
+        let of: Vec<&str> = causes
+            .iter()
+            .filter(|(g, _)| g == group)
+            .map(|(_, c)| c.as_str())
+            .collect();
+        assert_eq!(of.first(), Some(&"join"), "{group}: {causes:?}");
+        assert_eq!(
+            of.get(1),
+            Some(&"leave"),
+            "{group}: the client left on its own: {causes:?}"
+        );
+        assert!(!of.contains(&"session-timeout"), "{group}: {causes:?}");
+    }
+}

@@ -9,9 +9,9 @@ was assigned, then the kafka-python member leaves: the confluent member gets all
 records are produced, the confluent member closes after committing; a new member resumes
 from the committed offsets and reads exactly the 10 new records.
 
-static-restart: two confluent consumers with group.instance.id; one closes without leaving
-(static members do not send LeaveGroup) and restarts with the same instance id within the
-session timeout: the other member sees no rebalance (its assignment callback runs once).
+static-restart: two confluent consumers with group.instance.id; the leader closes without
+leaving (static members do not send LeaveGroup) and restarts with the same instance id within
+the session timeout: the other member sees no rebalance (its assignment callback runs once).
 
 Prints one JSON line with what it saw; exit status 0 only when every expectation held.
 """
@@ -155,10 +155,14 @@ def static_restart(bootstrap, topic):
     group = f"{topic}-static"
     produce(bootstrap, topic, 0, 2)
     static = {"session.timeout.ms": 15000}
-    a = Member(confluent(bootstrap, group, dict(static, **{"group.instance.id": "a"})), topic, "a")
+    # (subscribe() starts librdkafka's join at once: a is created only after b settled)
     b = Member(confluent(bootstrap, group, dict(static, **{"group.instance.id": "b"})), topic, "b")
-    a.start()
+    # b settles alone first, so it leads the group: the restart replaces the leader, the
+    # harder case (a replaced leader must not reassign, nor rebalance).
     b.start()
+    seen["b_alone"] = wait(lambda: b.assigned == {0, 1, 2, 3})
+    a = Member(confluent(bootstrap, group, dict(static, **{"group.instance.id": "a"})), topic, "a")
+    a.start()
     seen["split"] = wait(lambda: a.assigned and b.assigned and (a.assigned | b.assigned) == {0, 1, 2, 3})
     a_before = list(a.assignments)
     b.stop.set()
@@ -175,13 +179,45 @@ def static_restart(bootstrap, topic):
         m.stop.set()
         m.join()
         m.consumer.close()
-    ok = seen["split"] and seen["restarted_assigned"] and seen["no_rebalance"]
+    ok = seen["b_alone"] and seen["split"] and seen["restarted_assigned"] and seen["no_rebalance"]
     return ok, seen
+
+
+def poll_timeout(bootstrap, topic):
+    """A member that stops polling past max.poll.interval.ms while its heartbeats go on (a
+    confluent-kafka member, then a kafka-python one): the client leaves the group itself (the
+    node names the rebalance's cause)."""
+    from kafka import KafkaConsumer
+
+    seen = {}
+    group = f"{topic}-poll"
+    produce(bootstrap, topic, 0, 1)
+    # librdkafka wants max.poll.interval.ms >= session.timeout.ms: both at the node's 6 s
+    # minimum; its heartbeats run on their own thread and keep the session alive.
+    slow = Member(confluent(bootstrap, group, {"max.poll.interval.ms": 6000,
+                                               "session.timeout.ms": 6000}), topic, "slow")
+    slow.start()
+    seen["assigned"] = wait(lambda: slow.assigned == {0, 1, 2, 3}, 30)
+    slow.stop.set()
+    slow.join()
+    time.sleep(9)  # no poll: the poll clock expires, the heartbeat clock does not
+    slow.consumer.close()
+    java_like = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"{group}-kp",
+                              session_timeout_ms=10000, max_poll_interval_ms=2000,
+                              heartbeat_interval_ms=500)
+    start = time.time()
+    while time.time() - start < 20 and not java_like.assignment():
+        java_like.poll(timeout_ms=200)
+    seen["kafka_python_assigned"] = bool(java_like.assignment())
+    time.sleep(4)
+    java_like.close()
+    return seen["assigned"] and seen["kafka_python_assigned"], seen
 
 
 def main():
     bootstrap, topic, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-    ok, seen = {"split-leave-resume": split_leave_resume, "static-restart": static_restart}[mode](bootstrap, topic)
+    ok, seen = {"split-leave-resume": split_leave_resume, "static-restart": static_restart,
+                 "poll-timeout": poll_timeout}[mode](bootstrap, topic)
     seen["ok"] = ok
     print(json.dumps(seen))
     sys.exit(0 if ok else 1)

@@ -278,8 +278,8 @@ impl ClassicGroup {
     }
 
     /// A static member rejoining under a new member id: the old id is fenced; a settled
-    /// group whose selected protocol stays does not rebalance, unless the member was the
-    /// leader and cannot be told to skip the assignment (JoinGroup before v9).
+    /// group whose selected protocol stays does not rebalance (a replaced leader is told to
+    /// skip the assignment, v9+, or answered as a follower before v9, as Kafka does).
     fn replace_static(
         &mut self,
         old: &str,
@@ -318,12 +318,19 @@ impl ClassicGroup {
         // client's metadata differs in what it owned, which does not matter).
         let changed = self.select_protocol() != self.protocol;
         match self.state {
-            GroupState::Stable if !changed && (!was_leader || request.version >= 9) => {
+            GroupState::Stable if !changed => {
                 if let Some(m) = self.members.get_mut(&new_id) {
                     m.awaiting_join = false;
                 }
-                let mut reply = self.join_reply(&new_id, was_leader);
-                reply.skip_assignment = was_leader;
+                // As Kafka: a leader that can skip the assignment (v9+) is told it leads with
+                // the members; otherwise the answer names the old leader id, so a replaced
+                // leader takes itself for a follower and assigns nothing.
+                let skip = was_leader && request.version >= 9;
+                let mut reply = self.join_reply(&new_id, skip);
+                reply.skip_assignment = skip;
+                if was_leader && !skip {
+                    reply.leader = old.to_owned();
+                }
                 effects.joins.push((new_id, reply));
                 effects.persist = Some(self.to_value(now));
             }

@@ -254,12 +254,25 @@ fn a_static_member_restarts_without_a_rebalance_and_its_old_id_is_fenced() {
     // Other metadata (what a restarted client owned) does not rebalance either.
     let other = group.join(&join("", Some("i2"), "w", b"other"), 5_000);
     assert_eq!(other.rebalance, None);
-    // The leader's replacement before JoinGroup v9 cannot skip the assignment: it rebalances,
-    // naming the replacement.
+    // The leader's replacement: no rebalance either. Before JoinGroup v9 it is answered as a
+    // follower (the old leader id), from v9 as the leader told to skip the assignment.
     let mut leader = join("", Some("i1"), "v", b"s");
     leader.version = 5;
     let replaced = group.join(&leader, 6_000);
-    assert_eq!(replaced.rebalance, Some(Cause::StaticMemberReplaced));
+    assert_eq!(replaced.rebalance, None);
+    let reply = &replaced.joins[0].1;
+    assert_eq!((reply.leader.as_str(), reply.members.len()), ("i1-x", 0));
+    let replaced = group.join(&join("", Some("i1"), "u", b"s"), 6_100);
+    let reply = &replaced.joins[0].1;
+    assert_eq!(
+        (
+            reply.leader.as_str(),
+            reply.members.len(),
+            reply.skip_assignment
+        ),
+        ("i1-u", 2, true)
+    );
+    assert_eq!((group.state, group.generation), (GroupState::Stable, 1));
 }
 
 #[test]

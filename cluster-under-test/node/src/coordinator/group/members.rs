@@ -249,6 +249,10 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>, Option<String>)],
     ) -> Result<Vec<LeaveOutcome>, ResponseError> {
+        for (member, instance, reason) in members {
+            tracing::info!(group = group_id, member = %member, instance = instance.as_deref().unwrap_or(""),
+                reason = reason.as_deref().unwrap_or(""), "LeaveGroup");
+        }
         let (release, outcomes) = self.with_group(group_id, |live, now| {
             let (outcomes, effects) = live.group.leave(members, now);
             let (release, _, _) = self.release(group_id, live, effects, &[]);
