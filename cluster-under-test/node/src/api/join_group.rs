@@ -2,7 +2,8 @@
 //! join phase to end (the group's rebalance timeout, or `group.initial.rebalance.delay.ms`
 //! for a new group). Errors: `INVALID_GROUP_ID`, `MEMBER_ID_REQUIRED` (v4+, with the member
 //! id to use), `INVALID_SESSION_TIMEOUT` (outside `group.min/max.session.timeout.ms`),
-//! `INCONSISTENT_GROUP_PROTOCOL`, `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`,
+//! `INCONSISTENT_GROUP_PROTOCOL`, `INVALID_REQUEST` (an empty or over-249-character
+//! instance id, protocol names or type over 249 characters), `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`,
 //! `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`, `COORDINATOR_NOT_AVAILABLE`.
 
 use kafka_protocol::ResponseError;
@@ -22,8 +23,19 @@ pub async fn handle(
     version: i16,
 ) -> JoinGroupResponse {
     let member_id = request.member_id.to_string();
+    // What is written to the log's INT16-length strings must fit them; an instance id follows
+    // Kafka's rule (at most 249 characters, as a topic name).
+    let too_long = request
+        .group_instance_id
+        .as_ref()
+        .is_some_and(|id| id.is_empty() || id.len() > 249)
+        || request.protocol_type.len() > 249
+        || member_id.len() > 1024
+        || request.protocols.iter().any(|p| p.name.len() > 249);
     let reply = if !valid_group_id(&request.group_id) {
         JoinReply::error(ResponseError::InvalidGroupId, &member_id)
+    } else if too_long {
+        JoinReply::error(ResponseError::InvalidRequest, &member_id)
     } else {
         if let Some(reason) = &request.reason {
             tracing::debug!(group = %request.group_id.as_str(), member = %member_id, %reason, "join reason");
