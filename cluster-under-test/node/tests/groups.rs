@@ -107,9 +107,21 @@ fn commit_once(
 
 /// OffsetCommit retried as clients do while the coordinator loads or cannot replicate yet.
 fn commit(stream: &mut TcpStream, group: &str, offsets: &[(&str, i32, i64)]) -> Vec<i16> {
+    commit_as(stream, 8, group, -1, "", offsets)
+}
+
+/// [`commit`] at `version` for `member` of `generation`.
+fn commit_as(
+    stream: &mut TcpStream,
+    version: i16,
+    group: &str,
+    generation: i32,
+    member: &str,
+    offsets: &[(&str, i32, i64)],
+) -> Vec<i16> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let codes = commit_once(stream, 8, group, -1, "", offsets);
+        let codes = commit_once(stream, version, group, generation, member, offsets);
         if !codes.iter().any(|c| matches!(c, 14..=16)) || Instant::now() > deadline {
             return codes;
         }
@@ -294,12 +306,12 @@ fn offsets_committed_fetched_refused_and_kept_across_failover() {
     let fresh = "logjam-group-fresh";
     let mut fresh_stream = connect(at(find(first, fresh)));
     assert_eq!(
-        commit_once(&mut fresh_stream, 8, fresh, 3, "who", &[(DATA, 0, 99)]),
+        commit_as(&mut fresh_stream, 8, fresh, 3, "who", &[(DATA, 0, 99)]),
         vec![22],
         "ILLEGAL_GENERATION for an unknown group before v9"
     );
     assert_eq!(
-        commit_once(&mut fresh_stream, 9, fresh, 3, "who", &[(DATA, 0, 99)]),
+        commit_as(&mut fresh_stream, 9, fresh, 3, "who", &[(DATA, 0, 99)]),
         vec![69],
         "GROUP_ID_NOT_FOUND from v9"
     );
