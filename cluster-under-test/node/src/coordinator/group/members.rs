@@ -18,7 +18,7 @@ use crate::coordinator::group::classic::{
 };
 use crate::coordinator::group::shard::group_record;
 use crate::coordinator::txn::append_error;
-use crate::coordinator::txn_offsets::GroupView;
+use crate::coordinator::txn_offsets::{GroupState, GroupView};
 use crate::replica::now_ms;
 
 /// How often the clocks are checked.
@@ -272,6 +272,17 @@ impl GroupCoordinator {
             {
                 let mut live = self.live();
                 live.retain(|_, l| self.runtime.loaded_epoch(l.index) == Ok(l.epoch));
+                // A group with nothing live and no rebalance to report is rebuilt from the log
+                // when next asked: dropping it keeps requests for made-up group ids from
+                // growing the map.
+                live.retain(|_, l| {
+                    !(l.group.state == GroupState::Empty
+                        && l.group.members.is_empty()
+                        && l.group.pending.is_empty()
+                        && l.group.last_cause.is_none()
+                        && l.joins.is_empty()
+                        && l.syncs.is_empty())
+                });
                 let ids: Vec<String> = live.keys().cloned().collect();
                 for id in ids {
                     if let Some(entry) = live.get_mut(&id) {
