@@ -6,26 +6,37 @@
 //! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
 //! Produce, Fetch, ListOffsets and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
 //! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
-//! APIs).
+//! APIs, the [`GroupCoordinator`] for the group APIs).
 //!
 //! [`ReplicaManager`]: crate::replica::ReplicaManager
 //! [`TopicCreator`]: crate::broker::TopicCreator
 //! [`ProducerIdManager`]: crate::coordinator::ProducerIdManager
 //! [`TxnCoordinator`]: crate::coordinator::txn::TxnCoordinator
+//! [`GroupCoordinator`]: crate::coordinator::group::GroupCoordinator
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod api_versions;
 mod create_topics;
+mod delete_groups;
+mod describe_groups;
 mod describe_transactions;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod list_transactions;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 mod write_txn_markers;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
@@ -100,7 +111,7 @@ pub async fn dispatch(
             init_producer_id::handle(broker.producer_ids(), broker.txn(), &request, version).await,
         ),
         RequestKind::FindCoordinator(request) => ResponseKind::FindCoordinator(
-            find_coordinator::handle(broker.txn(), &request, version).await,
+            find_coordinator::handle(broker.txn(), broker.groups(), &request, version).await,
         ),
         RequestKind::AddPartitionsToTxn(request) => ResponseKind::AddPartitionsToTxn(
             add_partitions_to_txn::handle(broker.txn(), &broker.image(), &request, version).await,
@@ -129,6 +140,39 @@ pub async fn dispatch(
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
         }
+        RequestKind::OffsetCommit(request) => ResponseKind::OffsetCommit(
+            offset_commit::handle(broker.groups(), &broker.image(), &request, version).await,
+        ),
+        RequestKind::OffsetFetch(request) => ResponseKind::OffsetFetch(
+            offset_fetch::handle(broker.groups(), &request, version).await,
+        ),
+        RequestKind::JoinGroup(request) => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::JoinGroup(
+                join_group::handle(broker.groups(), client_id, &request, version).await,
+            )
+        }
+        RequestKind::SyncGroup(request) => {
+            ResponseKind::SyncGroup(sync_group::handle(broker.groups(), &request, version).await)
+        }
+        RequestKind::Heartbeat(request) => {
+            ResponseKind::Heartbeat(heartbeat::handle(broker.groups(), &request))
+        }
+        RequestKind::LeaveGroup(request) => {
+            ResponseKind::LeaveGroup(leave_group::handle(broker.groups(), &request, version).await)
+        }
+        RequestKind::DescribeGroups(request) => ResponseKind::DescribeGroups(
+            describe_groups::handle(broker.groups(), &request, version),
+        ),
+        RequestKind::ListGroups(request) => {
+            ResponseKind::ListGroups(list_groups::handle(broker.groups(), &request, version))
+        }
+        RequestKind::DeleteGroups(request) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(broker.groups(), &request).await)
+        }
+        RequestKind::OffsetDelete(request) => ResponseKind::OffsetDelete(
+            offset_delete::handle(broker.groups(), &broker.image(), &request).await,
+        ),
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
             write_txn_markers::handle(broker.replicas(), request).await,
         ),

@@ -8,7 +8,8 @@
 //! Its parts, each a narrow handle given to the APIs that need it: the [`ReplicaManager`]
 //! (hosted partitions and their logs), the [`TopicCreator`] (topic creation through the active
 //! controller), the [`ProducerIdManager`] (InitProducerId's blocks of ids) and the
-//! [`TxnCoordinator`] (the transaction coordinator, on `__transaction_state`).
+//! [`TxnCoordinator`] (the transaction coordinator, on `__transaction_state`) and the
+//! [`GroupCoordinator`] (the group coordinator, on `__consumer_offsets`).
 
 mod topic_creator;
 
@@ -25,6 +26,7 @@ use crate::controller::{
     BrokerLifecycleSettings, ControllerConfig, Quorum, QuorumSettings, QuorumStartError,
 };
 use crate::coordinator::ProducerIdManager;
+use crate::coordinator::group::{GroupCoordinator, GroupSettings};
 use crate::coordinator::txn::{TxnCoordinator, TxnSettings};
 use crate::metadata::MetadataImage;
 use crate::replica::ReplicaManager;
@@ -43,6 +45,7 @@ pub struct Broker {
     topics: TopicCreator,
     producer_ids: Arc<ProducerIdManager>,
     txn: Arc<TxnCoordinator>,
+    groups: Arc<GroupCoordinator>,
 }
 
 /// Why a node could not start.
@@ -169,7 +172,13 @@ impl Broker {
             Arc::clone(&producer_ids),
             TxnSettings::from_config(&config),
         ));
+        let groups = Arc::new(GroupCoordinator::new(
+            Arc::clone(&replicas),
+            topics.clone(),
+            GroupSettings::from_config(&config),
+        ));
         Ok(Broker {
+            groups,
             topics,
             producer_ids,
             txn,
@@ -223,6 +232,11 @@ impl Broker {
     /// The transaction coordinator.
     pub fn txn(&self) -> &Arc<TxnCoordinator> {
         &self.txn
+    }
+
+    /// The group coordinator.
+    pub fn groups(&self) -> &Arc<GroupCoordinator> {
+        &self.groups
     }
 
     /// Every topic.

@@ -55,11 +55,20 @@ pub enum Canary {
     /// markers, so its records stay open on their partitions. Lives in
     /// `coordinator/txn/markers.rs`.
     SkipAbortMarker,
+    /// `skip-offset-fence`: an OffsetCommit from a member of another generation is accepted
+    /// instead of `ILLEGAL_GENERATION`, so a zombie consumer's commit moves the group's
+    /// position. Lives in `coordinator/group/offsets.rs` (`validate_commit`).
+    SkipOffsetFence,
+    /// `double-assign`: when the leader's SyncGroup completes a generation, the coordinator
+    /// gives one other member the leader's own assignment instead of its own, so two members
+    /// consume the same partitions for that generation. Lives in
+    /// `coordinator/group/classic_ops.rs` (`ClassicGroup::sync`).
+    DoubleAssign,
 }
 
 impl Canary {
     /// Every canary, in the order they are listed to users.
-    pub const ALL: [Canary; 9] = [
+    pub const ALL: [Canary; 11] = [
         Canary::HwBeforeReplication,
         Canary::AckBeforeReplication,
         Canary::SkipIdempotentDedupe,
@@ -69,6 +78,8 @@ impl Canary {
         Canary::NoZombieFence,
         Canary::CommitBeforeMarkers,
         Canary::SkipAbortMarker,
+        Canary::SkipOffsetFence,
+        Canary::DoubleAssign,
     ];
 
     /// The name used in `logjam.canaries`.
@@ -83,6 +94,8 @@ impl Canary {
             Canary::NoZombieFence => "no-zombie-fence",
             Canary::CommitBeforeMarkers => "commit-before-markers",
             Canary::SkipAbortMarker => "skip-abort-marker",
+            Canary::SkipOffsetFence => "skip-offset-fence",
+            Canary::DoubleAssign => "double-assign",
         }
     }
 

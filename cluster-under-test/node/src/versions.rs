@@ -44,6 +44,18 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's regular-expression filter is not served.
     (ApiKey::ListTransactions, 0, 1),
+    // The group coordinator, classic protocol (coordinator/group.rs).
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    // v6 (KIP-1043's error message, GROUP_ID_NOT_FOUND) is not served.
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -172,6 +184,16 @@ mod tests {
             ApiKey::WriteTxnMarkers => {
                 RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default())
             }
+            ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
+            ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+            ApiKey::OffsetDelete => RequestKind::OffsetDelete(OffsetDeleteRequest::default()),
+            ApiKey::DeleteGroups => RequestKind::DeleteGroups(DeleteGroupsRequest::default()),
+            ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            ApiKey::DescribeGroups => RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
+            ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
+            ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
+            ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -230,6 +252,18 @@ mod tests {
             ApiKey::WriteTxnMarkers => {
                 ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default())
             }
+            ApiKey::OffsetCommit => ResponseKind::OffsetCommit(OffsetCommitResponse::default()),
+            ApiKey::OffsetFetch => ResponseKind::OffsetFetch(OffsetFetchResponse::default()),
+            ApiKey::OffsetDelete => ResponseKind::OffsetDelete(OffsetDeleteResponse::default()),
+            ApiKey::DeleteGroups => ResponseKind::DeleteGroups(DeleteGroupsResponse::default()),
+            ApiKey::ListGroups => ResponseKind::ListGroups(ListGroupsResponse::default()),
+            ApiKey::DescribeGroups => {
+                ResponseKind::DescribeGroups(DescribeGroupsResponse::default())
+            }
+            ApiKey::LeaveGroup => ResponseKind::LeaveGroup(LeaveGroupResponse::default()),
+            ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default()),
+            ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default()),
+            ApiKey::JoinGroup => ResponseKind::JoinGroup(JoinGroupResponse::default()),
             other => panic!("no default response for {other:?}"),
         }
     }

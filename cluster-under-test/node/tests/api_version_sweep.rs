@@ -135,7 +135,8 @@ fn start_node(dir: &std::path::Path) -> (NodeProcess, SocketAddr) {
         controller_port,
         &format!("1@127.0.0.1:{controller_port}"),
         "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n\
-         transaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=5",
+         transaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=5\n\
+         offsets.topic.num.partitions=5\ngroup.initial.rebalance.delay.ms=0",
     );
     let client: SocketAddr = format!("127.0.0.1:{client_port}").parse().unwrap();
     let controller: SocketAddr = format!("127.0.0.1:{controller_port}").parse().unwrap();
@@ -218,6 +219,7 @@ fn prepare(client: &mut Connection) -> Context {
     );
     context.log_end = partition.base_offset + 1;
     context.producers = txn::prepare(client);
+    groups::prepare(client);
     context
 }
 
@@ -288,6 +290,9 @@ fn fetch_request_for(version: i16, context: &Context) -> FetchRequest {
 /// A request of `key` at `version` that takes the handler's real path.
 fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
     if let Some(request) = txn::request_for(key, version, context) {
+        return request;
+    }
+    if let Some(request) = groups::request_for(key, version, context) {
         return request;
     }
     match key {
@@ -371,6 +376,9 @@ fn check(
     context: &mut Context,
 ) -> Result<(), String> {
     if let Some(checked) = txn::check(version, response, context) {
+        return checked;
+    }
+    if let Some(checked) = groups::check(version, response) {
         return checked;
     }
     match response {
@@ -658,5 +666,7 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
 
 #[path = "sweep/controller.rs"]
 mod controller;
+#[path = "sweep/groups.rs"]
+mod groups;
 #[path = "sweep/txn.rs"]
 mod txn;

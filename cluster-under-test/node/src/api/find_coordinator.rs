@@ -1,16 +1,18 @@
 //! FindCoordinator (apiKey 10), v0–v6: where a transactional id's coordinator is (the leader
 //! of its `__transaction_state` partition, creating the topic on first use and answering
 //! `COORDINATOR_NOT_AVAILABLE` meanwhile, as Kafka does). v4+ batch keys in
-//! `CoordinatorKeys` and answer per key. Group keys (and share keys) answer
-//! `COORDINATOR_NOT_AVAILABLE`: there is no group coordinator yet, which is what a Kafka
-//! broker answers while `__consumer_offsets` cannot be created. An empty transactional id,
-//! or an unknown key type, is `INVALID_REQUEST`.
+//! `CoordinatorKeys` and answer per key. A group's coordinator is the leader of its
+//! `__consumer_offsets` partition (the topic created on first use in the same way). Share
+//! keys answer `COORDINATOR_NOT_AVAILABLE` (no share coordinator). An empty transactional id,
+//! or an unknown key type, is `INVALID_REQUEST`; an empty group id `INVALID_REQUEST` too
+//! (Kafka's `FindCoordinator` refuses it: the coordinator of "" means nothing).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::coordinator::group::GroupCoordinator;
 use crate::coordinator::txn::TxnCoordinator;
 
 /// Kafka's `CoordinatorType`.
@@ -21,6 +23,7 @@ const SHARE: i8 = 2;
 /// Answers one FindCoordinator request.
 pub async fn handle(
     txn: &TxnCoordinator,
+    groups: &GroupCoordinator,
     request: &FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -32,12 +35,15 @@ pub async fn handle(
     if version >= 4 {
         let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
-            coordinators.push(coordinator(lookup(txn, key_type, key).await, key.clone()));
+            coordinators.push(coordinator(
+                lookup(txn, groups, key_type, key).await,
+                key.clone(),
+            ));
         }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let found = coordinator(
-        lookup(txn, key_type, &request.key).await,
+        lookup(txn, groups, key_type, &request.key).await,
         request.key.clone(),
     );
     FindCoordinatorResponse::default()
@@ -50,6 +56,7 @@ pub async fn handle(
 
 async fn lookup(
     txn: &TxnCoordinator,
+    groups: &GroupCoordinator,
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, u16), ResponseError> {
@@ -59,7 +66,12 @@ async fn lookup(
             .find(key)
             .await
             .map(|found| (found.node_id, found.host, found.port)),
-        GROUP | SHARE => Err(ResponseError::CoordinatorNotAvailable),
+        GROUP if key.is_empty() => Err(ResponseError::InvalidRequest),
+        GROUP => groups
+            .find(key)
+            .await
+            .map(|found| (found.node_id, found.host, found.port)),
+        SHARE => Err(ResponseError::CoordinatorNotAvailable),
         _ => Err(ResponseError::InvalidRequest),
     }
 }

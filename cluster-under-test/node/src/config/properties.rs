@@ -182,6 +182,8 @@ pub static KEYS: &[KeySpec] = &[
         "true",
     ),
     key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
+    key_min("group.min.session.timeout.ms", Kind::Int, "6000", 1),
+    key_min("group.max.session.timeout.ms", Kind::Int, "1800000", 1),
     // logjam's own: deliberate bugs for testing the checkers (crate::canary). Never by default.
     key(CANARIES_KEY, Kind::List, ""),
 ];

@@ -313,14 +313,32 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         slots.insert(loaded.index, slot);
     }
 
+    /// The leader epoch partition `index` is loaded in (state kept outside the shard, such
+    /// as a group's members, is valid only as long as this stays the same).
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::read`].
+    pub fn loaded_epoch(&self, index: i32) -> Result<i32, ResponseError> {
+        Ok(active(&self.slots(), index)?.epoch)
+    }
+
     /// Runs `read` on the committed state of partition `index`.
     ///
     /// # Errors
-    /// `COORDINATOR_LOAD_IN_PROGRESS` while it loads, `NOT_COORDINATOR` when this node does
-    /// not lead it (or its load failed).
+    /// `COORDINATOR_LOAD_IN_PROGRESS` while it loads (and until the high watermark covers
+    /// what the load found above it), `NOT_COORDINATOR` when this node does not lead it (or
+    /// its load failed).
     pub fn read<R>(&self, index: i32, read: impl FnOnce(&S) -> R) -> Result<R, ResponseError> {
         let slots = self.slots();
-        Ok(read(&active(&slots, index)?.committed))
+        let active = active(&slots, index)?;
+        // Records the load found above the high watermark were acknowledged by the previous
+        // leader (or not): until this leader's high watermark covers them, the committed
+        // state could miss what a client was told is written (a committed offset read as
+        // none), so reads wait as for a load.
+        if active.pending.front().is_some_and(|p| p.done.is_none()) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(read(&active.committed))
     }
 
     /// Runs `operation` on the latest state of partition `index`; the records it returns are

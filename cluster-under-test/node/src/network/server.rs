@@ -147,6 +147,7 @@ async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::R
         broker.shared_quorum(),
     ));
     tasks.spawn(Arc::clone(broker.txn()).run());
+    tasks.spawn(Arc::clone(broker.groups()).run());
     loop {
         tokio::select! {
             _ = stopped.changed() => break,

@@ -1,6 +1,6 @@
 //! The transaction APIs' part of the version sweep: FindCoordinator (a transactional id's
-//! coordinator is this node; v0 is a group lookup, answered `COORDINATOR_NOT_AVAILABLE` as
-//! there is no group coordinator), AddPartitionsToTxn and AddOffsetsToTxn of an open
+//! coordinator is this node; v0 is a group lookup: this node too, `groups::prepare` having
+//! created `__consumer_offsets`), AddPartitionsToTxn and AddOffsetsToTxn of an open
 //! transaction, EndTxn of one transaction per version, DescribeTransactions and
 //! ListTransactions seeing the open one.
 
@@ -192,7 +192,7 @@ pub fn check(
     let node = context.node_id;
     Some(match response {
         ResponseKind::FindCoordinator(r) if version == 0 => {
-            if r.error_code == 15 && r.node_id.0 == -1 {
+            if r.error_code == 0 && r.node_id.0 == node && r.port > 0 {
                 Ok(())
             } else {
                 Err(format!("a group lookup answered {r:?}"))

@@ -1,0 +1,322 @@
+//! The group coordinator, classic protocol (Kafka's `GroupCoordinatorService` over
+//! `GroupCoordinatorShard`): committed offsets and group metadata on the partitions of
+//! `__consumer_offsets`, served through the [`CoordinatorRuntime`].
+//!
+//! - [`record`]: Kafka's `OffsetCommit*`/`GroupMetadata*` record format; [`shard`]: the
+//!   replayed state of one partition; [`offsets`]: OffsetCommit's fencing and OffsetFetch's
+//!   answer, pure and table-tested.
+//! - [`GroupCoordinator`] (this file): the thin shell. It creates `__consumer_offsets` on
+//!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped by
+//!   the live brokers), routes a group id to its partition (`abs(javaHashCode(id)) %
+//!   partitions`, as Kafka's `partitionFor`), and writes through the runtime, which answers
+//!   only once the records are replicated.
+
+pub mod admin;
+pub mod classic;
+pub mod members;
+pub mod offsets;
+pub mod record;
+pub mod shard;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::TopicCreator;
+use crate::canary::Canary;
+use crate::config::Config;
+use crate::coordinator::CoordinatorRuntime;
+use crate::coordinator::group::classic::Limits;
+use crate::coordinator::group::members::LiveGroups;
+use crate::coordinator::group::offsets::FetchedOffset;
+use crate::coordinator::group::record::OffsetValue;
+use crate::coordinator::group::shard::{GroupShard, offset_record};
+use crate::coordinator::txn::{CoordinatorAddress, append_error, partition_for};
+use crate::coordinator::txn_offsets::{CommitMember, GroupState, GroupView};
+use crate::replica::{ReplicaManager, now_ms};
+
+/// The internal topic of committed offsets and group metadata.
+pub const TOPIC: &str = "__consumer_offsets";
+
+/// How long a write waits to be replicated (Kafka's `offsets.commit.timeout.ms`, 5 s).
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The node settings of the group coordinator.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupSettings {
+    /// `offsets.topic.num.partitions`.
+    pub partitions: i32,
+    /// `offsets.topic.replication.factor` (capped by the live brokers at creation).
+    pub replication_factor: i16,
+    /// The `skip-offset-fence` canary.
+    pub skip_offset_fence: bool,
+    /// The `double-assign` canary.
+    pub double_assign: bool,
+    /// `group.min.session.timeout.ms`, `group.max.session.timeout.ms`,
+    /// `group.initial.rebalance.delay.ms`.
+    pub limits: Limits,
+}
+
+impl GroupSettings {
+    /// The settings of `config`.
+    pub fn from_config(config: &Config) -> GroupSettings {
+        let int = |key: &str, default: i64| {
+            config
+                .raw
+                .get(key)
+                .and_then(|value| value.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        GroupSettings {
+            partitions: int("offsets.topic.num.partitions", 50).clamp(1, 10_000) as i32,
+            replication_factor: int("offsets.topic.replication.factor", 3)
+                .clamp(1, i64::from(i16::MAX)) as i16,
+            skip_offset_fence: config.canaries.is_on(Canary::SkipOffsetFence),
+            double_assign: config.canaries.is_on(Canary::DoubleAssign),
+            limits: Limits {
+                min_session_timeout_ms: int("group.min.session.timeout.ms", 6_000) as i32,
+                max_session_timeout_ms: int("group.max.session.timeout.ms", 1_800_000) as i32,
+                initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 3_000).max(0)
+                    as i32,
+            },
+        }
+    }
+}
+
+/// One partition of an OffsetCommit, as the coordinator needs it.
+#[derive(Debug, Clone)]
+pub struct CommitPartition {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset.
+    pub offset: i64,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+    /// The client's metadata.
+    pub metadata: Option<String>,
+}
+
+/// The group coordinator of one broker.
+pub struct GroupCoordinator {
+    runtime: Arc<CoordinatorRuntime<GroupShard>>,
+    replicas: Arc<ReplicaManager>,
+    topics: TopicCreator,
+    settings: GroupSettings,
+    limits: Limits,
+    live: LiveGroups,
+}
+
+impl std::fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupCoordinator {
+    /// A coordinator over `replicas`; nothing runs until [`GroupCoordinator::run`].
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        topics: TopicCreator,
+        settings: GroupSettings,
+    ) -> GroupCoordinator {
+        let runtime = Arc::new(CoordinatorRuntime::new(
+            Arc::clone(&replicas),
+            TOPIC,
+            |_| GroupShard::default(),
+        ));
+        GroupCoordinator {
+            runtime,
+            replicas,
+            topics,
+            limits: settings.limits,
+            settings,
+            live: LiveGroups::default(),
+        }
+    }
+
+    /// The runtime and the groups' clocks; returns when the node stops.
+    pub async fn run(self: Arc<Self>) {
+        let clocks = tokio::spawn(Arc::clone(&self).run_clocks());
+        Arc::clone(&self.runtime).run().await;
+        clocks.abort();
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &GroupSettings {
+        &self.settings
+    }
+
+    /// The `__consumer_offsets` partition of `group`.
+    pub fn partition_of(&self, group: &str) -> i32 {
+        partition_for(group, self.settings.partitions)
+    }
+
+    /// Creates `__consumer_offsets` when it does not exist yet, as Kafka's brokers do on the
+    /// first FindCoordinator for a group, its replication factor capped by the live brokers.
+    /// Kafka's topic is compacted; the node has no compaction yet (`cleanup.policy` accepts
+    /// only `delete`), so it keeps every record, which a load replays in order all the same.
+    ///
+    /// # Errors
+    /// `COORDINATOR_NOT_AVAILABLE` while the topic does not exist.
+    pub async fn ensure_topic(&self) -> Result<(), ResponseError> {
+        let image = self.replicas.image();
+        if image.topics.contains_key(TOPIC) {
+            return Ok(());
+        }
+        let live = image.brokers.values().filter(|b| !b.fenced).count();
+        let factor = self
+            .settings
+            .replication_factor
+            .min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
+        let config = |name: &str, value: &str| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(name.to_owned()))
+                .with_value(Some(StrBytes::from_string(value.to_owned())))
+        };
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                    .with_num_partitions(self.settings.partitions)
+                    .with_replication_factor(factor)
+                    .with_configs(vec![
+                        config("segment.bytes", "104857600"),
+                        config("compression.type", "uncompressed"),
+                    ]),
+            ]);
+        let response = self.topics.create_topics(request).await;
+        let code = response.topics.first().map_or(-1, |topic| topic.error_code);
+        if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
+            tracing::warn!(code, "creating {TOPIC} failed");
+        }
+        Err(ResponseError::CoordinatorNotAvailable)
+    }
+
+    /// The coordinator of `group`: the leader of its partition.
+    ///
+    /// # Errors
+    /// `COORDINATOR_NOT_AVAILABLE` while the topic is created or the partition has no leader.
+    pub async fn find(&self, group: &str) -> Result<CoordinatorAddress, ResponseError> {
+        self.ensure_topic().await?;
+        let image = self.replicas.image();
+        let index = self.partition_of(group);
+        let leader = image
+            .topics
+            .get(TOPIC)
+            .and_then(|topic| topic.partitions.get(&index))
+            .map(|partition| partition.leader)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let broker = image
+            .brokers
+            .get(&leader)
+            .filter(|broker| !broker.fenced)
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        Ok(CoordinatorAddress {
+            node_id: broker.broker_id.0,
+            host: broker.host.clone(),
+            port: broker.port,
+        })
+    }
+
+    /// What the fencing of a commit sees of `group` when no live group serves it: a group
+    /// with written metadata or offsets and no live members is Empty at its generation.
+    fn view(shard: &GroupShard, group: &str) -> Option<GroupView> {
+        let entry = shard.get(group)?;
+        Some(GroupView {
+            state: GroupState::Empty,
+            generation_id: entry.metadata.as_ref().map_or(0, |meta| meta.generation),
+            members: Vec::new(),
+            static_members: Default::default(),
+        })
+    }
+
+    /// OffsetCommit: checks `member` against the group and writes the offsets of
+    /// `partitions` (those without a per-partition error), answering once replicated.
+    ///
+    /// # Errors
+    /// The group-level error of every partition: [`offsets::validate_commit`]'s, the
+    /// runtime's (`NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`) and the write's as
+    /// [`append_error`] maps them.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        member: &CommitMember<'_>,
+        version: i16,
+        partitions: &[CommitPartition],
+    ) -> Result<(), ResponseError> {
+        let index = self.partition_of(group);
+        let now = now_ms();
+        let skip_fence = self.settings.skip_offset_fence;
+        let live = self.live_view(group).or_else(|| {
+            // A group written with members but not served yet in this epoch (a new
+            // coordinator): served now, so the commit is fenced against its members.
+            let written = self
+                .runtime
+                .read(index, |shard| {
+                    shard.get(group).is_some_and(|e| e.metadata.is_some())
+                })
+                .unwrap_or(false);
+            written
+                .then(|| self.with_group(group, |live, _| live.group.view()).ok())
+                .flatten()
+        });
+        self.runtime
+            .write(index, WRITE_TIMEOUT, |shard| {
+                let view = live.clone().or_else(|| Self::view(shard, group));
+                offsets::validate_commit(view.as_ref(), member, version, skip_fence)?;
+                let records = partitions
+                    .iter()
+                    .map(|p| {
+                        offset_record(
+                            group,
+                            &p.topic,
+                            p.partition,
+                            &OffsetValue {
+                                offset: p.offset,
+                                leader_epoch: p.leader_epoch,
+                                metadata: p.metadata.clone().unwrap_or_default(),
+                                commit_timestamp: now,
+                            },
+                        )
+                    })
+                    .collect();
+                Ok((records, ()))
+            })
+            .await
+            .map_err(append_error)
+    }
+
+    /// OffsetFetch of one group: the committed offsets of `topics` (all when `None`). With
+    /// `require_stable` it answers only once every write appended before it is committed.
+    ///
+    /// # Errors
+    /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
+    pub async fn fetch_offsets(
+        &self,
+        group: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+        require_stable: bool,
+    ) -> Result<Vec<(String, Vec<FetchedOffset>)>, ResponseError> {
+        let index = self.partition_of(group);
+        if require_stable {
+            return self
+                .runtime
+                .write(index, WRITE_TIMEOUT, |shard| {
+                    Ok((vec![], offsets::fetch(shard.get(group), topics)))
+                })
+                .await
+                .map_err(append_error);
+        }
+        self.runtime
+            .read(index, |shard| offsets::fetch(shard.get(group), topics))
+    }
+}
