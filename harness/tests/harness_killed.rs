@@ -223,19 +223,21 @@ fn kill_at(
     // Note the harness's and the node's namespaces as they appear (the harness enters its
     // sandbox first thing; a fault may restart the node meanwhile).
     // At least once, even when the delay is shorter than one look.
-    while reached {
-        let harness = child.id() as i32;
-        for pid in node_pids_under(results).into_iter().chain([harness]) {
-            for namespace in namespaces_of(pid) {
-                if !namespaces.contains(&namespace) {
-                    namespaces.push(namespace);
+    if reached {
+        loop {
+            let harness = child.id() as i32;
+            for pid in node_pids_under(results).into_iter().chain([harness]) {
+                for namespace in namespaces_of(pid) {
+                    if !namespaces.contains(&namespace) {
+                        namespaces.push(namespace);
+                    }
                 }
             }
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        if Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
     let killed = reached
         && child.try_wait().unwrap().is_none()
