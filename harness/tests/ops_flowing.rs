@@ -2,7 +2,8 @@
 //! a single node paused for 14 s blocks every send, yet the schedule keeps handing ops to
 //! fresh processes (more ops open at once than `--concurrency`), processes whose op ended
 //! `info` are retired and never reused, and run.json reports the achieved rate of the fault
-//! window. Everything is counted in the history, not timed.
+//! window; a process whose op ended is reused rather than replaced. Everything is counted in
+//! the history, not timed.
 
 mod support;
 
@@ -132,5 +133,88 @@ fn a_long_pause_does_not_stop_the_schedule() {
     assert!(
         summary.contains("while faults were in force"),
         "the summary reports the rate inside faults: {summary}"
+    );
+}
+
+/// A process whose op ended is used again by the next ops (#19): the schedule starts a fresh
+/// process only when every live one is busy (or one was retired after `info`, or closed after
+/// sitting idle), so the process ids in the history stay within the most ops ever open plus
+/// the retired and the idle-closed ones. Closing every process beyond `--concurrency` the
+/// moment it finished (the old schedule) started thousands of fresh processes, each with new
+/// connections, and broke this bound.
+#[test]
+fn finished_processes_are_reused() {
+    let _guard = support::one_cluster_at_a_time();
+    let results = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_logjam"))
+        .arg("run")
+        .arg("--results-dir")
+        .arg(results.path())
+        .arg("--node-binary")
+        .arg(support::node_binary())
+        .args([
+            "--nodes",
+            "1",
+            "--set",
+            "replication.factor=1",
+            "--seed",
+            "12",
+            "--time-limit",
+            "8",
+            "--rate",
+            "300",
+            "--concurrency",
+            "2",
+            "--network",
+            "loopback",
+            "--nemesis",
+            "none",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+
+    let run = results.path().join("latest");
+    let ops: Vec<Op> = HistoryReader::open(run.join("history.jsonl"))
+        .unwrap()
+        .map(|op| op.unwrap())
+        .collect();
+    let mut open: BTreeSet<u64> = BTreeSet::new();
+    let mut peak_open = 0;
+    let mut processes = BTreeSet::new();
+    let mut retired = 0u64;
+    let mut invoked = 0u64;
+    for op in &ops {
+        let Process::Client(process) = op.process else {
+            continue;
+        };
+        if matches!(op.f, Function::FinalPoll | Function::LogEnd) {
+            continue;
+        }
+        if op.op_type == OpType::Invoke {
+            open.insert(process.0);
+            processes.insert(process.0);
+            peak_open = peak_open.max(open.len());
+            invoked += 1;
+        } else {
+            open.remove(&process.0);
+            retired += u64::from(op.op_type == OpType::Info);
+        }
+    }
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let closed_idle = run_json["schedule"]["closed_idle"].as_u64().unwrap();
+    assert!(invoked >= 1000, "the run did its ops: {invoked}");
+    assert!(
+        peak_open > 2,
+        "more ops were open at once than --concurrency, so fresh processes were needed: {peak_open}"
+    );
+    let bound = peak_open as u64 + retired + closed_idle;
+    assert!(
+        processes.len() as u64 <= bound,
+        "{} processes for {invoked} ops: more than the peak of open ops ({peak_open}) plus the \
+         retired ({retired}) and idle-closed ({closed_idle}) ones",
+        processes.len()
     );
 }

@@ -32,10 +32,13 @@ pub(super) fn schedule_summary(phase: &Phase) -> String {
     let schedule = &phase.schedule;
     format!(
         "processes: {} in all, {} retired after info and replaced, {} started while every \
-         other was busy; at most {} ops open at once (bound {}, reached {} time(s))\n",
+         other was busy, {} closed after {} s idle; at most {} ops open at once (bound {}, \
+         reached {} time(s))\n",
         schedule.processes,
         schedule.retired,
         schedule.started_when_busy,
+        schedule.closed_idle,
+        super::schedule::IDLE_CLOSE.as_secs(),
         schedule.peak_open,
         schedule.open_bound,
         schedule.waits_at_bound

@@ -9,8 +9,11 @@
 //! - A process whose op ended `info` is retired at once (its clients are closed in the
 //!   background, so a close that waits on a dead node holds nothing up) and the next op goes
 //!   to a fresh process with a new id, as in Jepsen.
-//! - When more processes are idle than `--concurrency`, the extra ones are closed, so a
-//!   fault's burst of fresh processes does not outlive it.
+//! - Idle processes stay open while the schedule keeps using them (the most recently used is
+//!   taken first), so at a high rate the pool settles at the size the rate needs instead of
+//!   closing a process the moment `--concurrency` others are idle and opening a fresh one (new
+//!   connections) for the next op. A process left unused for [`IDLE_CLOSE`] is closed, down
+//!   to `--concurrency`, so a fault's burst of fresh processes does not outlive it.
 //!
 //! The schedule falls behind by at most one second (after waiting at the bound it resumes
 //! from now rather than bursting to catch up).
@@ -36,6 +39,11 @@ pub(super) fn open_bound(concurrency: u32) -> usize {
     100 * concurrency.max(1) as usize
 }
 
+/// How long a process beyond the first `--concurrency` may sit idle before it is closed. A
+/// few scheduling periods of the slowest op (a 100 ms poll) at any rate: long enough that a
+/// process finishing its op is reused by the next ones rather than closed and replaced.
+pub(super) const IDLE_CLOSE: Duration = Duration::from_secs(2);
+
 /// What the schedule did, for run.json and the summary.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub(super) struct ScheduleStats {
@@ -47,6 +55,8 @@ pub(super) struct ScheduleStats {
     pub(super) retired: u64,
     /// Fresh processes started because every live one was busy.
     pub(super) started_when_busy: u64,
+    /// Idle processes closed after [`IDLE_CLOSE`] unused (the pool shrinking after a burst).
+    pub(super) closed_idle: u64,
     /// The most ops open at once.
     pub(super) peak_open: usize,
     /// The bound on open ops.
@@ -100,8 +110,12 @@ pub(super) async fn run<W: Workload>(
         stats.processes += 1;
         client
     };
-    // Idle processes; the most recently used is taken first.
-    let mut idle: Vec<W::Client> = (0..concurrency).map(|_| fresh(&mut stats)).collect();
+    // Idle processes with the time each became idle; the most recently used is taken first,
+    // so the vector is in order of that time and the longest unused sit at its front.
+    let start = Instant::now();
+    let mut idle: Idle<W::Client> = (0..concurrency)
+        .map(|_| (fresh(&mut stats), start))
+        .collect();
     let mut running: JoinSet<Finished<W::Client>> = JoinSet::new();
     let mut closing = JoinSet::new();
     let mean = 1.0 / rate.max(0.01);
@@ -116,13 +130,14 @@ pub(super) async fn run<W: Workload>(
             tokio::select! {
                 biased;
                 Some(joined) = running.join_next(), if !running.is_empty() => {
-                    settle(joined, &mut idle, concurrency, &mut closing, &mut stats)?;
+                    settle(joined, &mut idle, &mut closing, &mut stats)?;
                 }
                 () = tokio::time::sleep_until(due) => break,
             }
         }
+        close_unused(&mut idle, concurrency, &mut closing, &mut stats);
         let client = match idle.pop() {
-            Some(client) => client,
+            Some((client, _)) => client,
             None if running.len() < bound => {
                 stats.started_when_busy += 1;
                 fresh(&mut stats)
@@ -133,10 +148,10 @@ pub(super) async fn run<W: Workload>(
                     let Some(joined) = running.join_next().await else {
                         break;
                     };
-                    settle(joined, &mut idle, concurrency, &mut closing, &mut stats)?;
+                    settle(joined, &mut idle, &mut closing, &mut stats)?;
                 }
                 match idle.pop() {
-                    Some(client) => client,
+                    Some((client, _)) => client,
                     None => fresh(&mut stats),
                 }
             }
@@ -147,7 +162,7 @@ pub(super) async fn run<W: Workload>(
             due = now;
         }
         if now >= deadline {
-            idle.push(client);
+            idle.push((client, now));
             break;
         }
         let op = generator.next_op();
@@ -161,10 +176,10 @@ pub(super) async fn run<W: Workload>(
         open_ops.0.store(running.len(), Ordering::Relaxed);
     }
     while let Some(joined) = running.join_next().await {
-        settle(joined, &mut idle, concurrency, &mut closing, &mut stats)?;
+        settle(joined, &mut idle, &mut closing, &mut stats)?;
         open_ops.0.store(running.len(), Ordering::Relaxed);
     }
-    for client in idle {
+    for (client, _) in idle {
         closing.spawn(client.close());
     }
     // Closing flushes what a retired producer still holds; it ends within its delivery
@@ -174,12 +189,36 @@ pub(super) async fn run<W: Workload>(
     Ok(stats)
 }
 
+/// Idle processes and when each became idle, oldest first.
+type Idle<C> = Vec<(C, Instant)>;
+
+/// Closes (in the background) the processes unused for [`IDLE_CLOSE`], keeping at least
+/// `keep` idle.
+fn close_unused<C: Client>(
+    idle: &mut Idle<C>,
+    keep: usize,
+    closing: &mut JoinSet<()>,
+    stats: &mut ScheduleStats,
+) {
+    let Some(cutoff) = Instant::now().checked_sub(IDLE_CLOSE) else {
+        return;
+    };
+    let unused = idle
+        .iter()
+        .take_while(|(_, since)| *since < cutoff)
+        .count()
+        .min(idle.len().saturating_sub(keep));
+    for (client, _) in idle.drain(..unused) {
+        stats.closed_idle += 1;
+        closing.spawn(client.close());
+    }
+}
+
 /// Takes a finished op's process back: idle again, or retired after `info` (closed in the
-/// background), or closed because enough processes are idle already.
+/// background).
 fn settle<C: Client>(
     joined: Result<Finished<C>, tokio::task::JoinError>,
-    idle: &mut Vec<C>,
-    concurrency: usize,
+    idle: &mut Idle<C>,
     closing: &mut JoinSet<()>,
     stats: &mut ScheduleStats,
 ) -> Result<(), RecordError> {
@@ -190,10 +229,8 @@ fn settle<C: Client>(
     if completion == Completion::Info {
         stats.retired += 1;
         closing.spawn(client.close());
-    } else if idle.len() >= concurrency {
-        closing.spawn(client.close());
     } else {
-        idle.push(client);
+        idle.push((client, Instant::now()));
     }
     Ok(())
 }

@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::records::{Record, RecordBatchDecoder};
 
 use crate::ids::TopicPartition;
@@ -80,36 +80,51 @@ impl FetchedBatch {
     }
 }
 
-/// Decodes the batches of a fetch response, keeping every batch before the first that does not
-/// decode (a broker may cut the last batch short by bytes).
-pub fn decode_batches(mut data: Bytes, partition: &TopicPartition) -> Vec<FetchedBatch> {
-    let mut batches = Vec::new();
-    while data.has_remaining() {
+/// Decodes the batches of a fetch response one at a time, as they are asked for, keeping every
+/// batch before the first that does not decode (a broker may cut the last batch short by
+/// bytes). Lazy as Kafka's `CompletedFetch`: a poll that stops at `max.poll.records` leaves
+/// the rest of a (up to `max.partition.fetch.bytes`) response undecoded.
+pub fn decode_batches(data: Bytes, partition: &TopicPartition) -> DecodedBatches<'_> {
+    DecodedBatches { data, partition }
+}
+
+/// The batches of one partition's fetch data, decoded on demand (see [`decode_batches`]).
+#[derive(Debug)]
+pub struct DecodedBatches<'a> {
+    data: Bytes,
+    partition: &'a TopicPartition,
+}
+
+impl Iterator for DecodedBatches<'_> {
+    type Item = FetchedBatch;
+
+    fn next(&mut self) -> Option<FetchedBatch> {
+        let data = &mut self.data;
         // Header: base offset (8), length (4), leader epoch (4), magic (1), crc (4),
         // attributes (2), last offset delta (4).
         if data.len() < 27 {
-            break;
+            return None;
         }
         let base_offset = i64::from_be_bytes(data[0..8].try_into().expect("8 bytes"));
         let last_offset_delta = i32::from_be_bytes(data[23..27].try_into().expect("4 bytes"));
-        match RecordBatchDecoder::decode(&mut data) {
+        match RecordBatchDecoder::decode(data) {
             Ok(set) => {
                 let first = set.records.first();
-                batches.push(FetchedBatch {
+                Some(FetchedBatch {
                     producer_id: first.map_or(-1, |r| r.producer_id),
                     transactional: first.is_some_and(|r| r.transactional),
                     control: first.is_some_and(|r| r.control),
                     last_offset: base_offset + i64::from(last_offset_delta),
                     records: set.records,
-                });
+                })
             }
             Err(error) => {
-                tracing::debug!(%error, %partition, "undecodable tail of fetch data");
-                break;
+                tracing::debug!(%error, partition = %self.partition, "undecodable tail of fetch data");
+                self.data = Bytes::new();
+                None
             }
         }
     }
-    batches
 }
 
 /// What to do with one fetched batch.
@@ -294,7 +309,6 @@ mod tests {
         let tp = TopicPartition::new("t", 0);
         let mut filter = AbortedTransactionFilter::new(level, aborted.iter().copied());
         decode_batches(data, &tp)
-            .into_iter()
             .filter(|b| filter.verdict(b) == BatchVerdict::Deliver)
             .flat_map(|b| b.records)
             .map(|r| String::from_utf8(r.value.unwrap().to_vec()).unwrap())
@@ -346,7 +360,7 @@ mod tests {
     #[test]
     fn batch_facts_come_from_the_header() {
         let tp = TopicPartition::new("t", 0);
-        let batches = decode_batches(log(), &tp);
+        let batches: Vec<FetchedBatch> = decode_batches(log(), &tp).collect();
         assert_eq!(batches.len(), 8);
         assert_eq!(batches[0].last_offset, 1);
         assert!(batches[2].is_abort_marker() && batches[2].control);
@@ -354,7 +368,7 @@ mod tests {
         assert_eq!(batches[4].producer_id, -1);
         let mut truncated = log().to_vec();
         truncated.truncate(truncated.len() - 5);
-        assert_eq!(decode_batches(Bytes::from(truncated), &tp).len(), 7);
+        assert_eq!(decode_batches(Bytes::from(truncated), &tp).count(), 7);
     }
 
     #[test]
