@@ -231,7 +231,14 @@ fn tv1_verifies_added_partitions_but_lets_a_delayed_produce_into_the_next_transa
         offsets(node.address) == (2, 2)
     });
 
-    assert_eq!(add_partition(&mut stream, pid, epoch), 0);
+    // The marker is written before CompleteCommit is: until then the coordinator answers
+    // CONCURRENT_TRANSACTIONS (51), which a client retries.
+    let mut added = -1;
+    wait_until("transaction 1 completes", Duration::from_secs(20), || {
+        added = add_partition(&mut stream, pid, epoch);
+        added != 51
+    });
+    assert_eq!(added, 0);
     assert_eq!(
         produce(node.address, 9, delayed),
         Ok(2),
