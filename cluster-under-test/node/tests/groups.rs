@@ -205,6 +205,21 @@ fn offsets_committed_fetched_refused_and_kept_across_failover() {
         .expect("__consumer_offsets exists");
     assert_eq!(topic.partitions.len(), 50);
     assert!(topic.partitions.iter().all(|p| p.replica_nodes.len() == 3));
+    // Only the coordinators write it: a client's produce is INVALID_TOPIC_EXCEPTION (17) at
+    // any node, as Kafka's "Cannot append to internal topic".
+    // (A node that has not applied the topic's creation yet knows no such topic: 3.)
+    for node in &cluster.nodes {
+        let mut answer = Ok(0);
+        wait_until(
+            "every node knows the topic",
+            Duration::from_secs(10),
+            || {
+                answer = common::partition::produce(node.address, OFFSETS_TOPIC, b"forged", -1);
+                answer != Err(3)
+            },
+        );
+        assert_eq!(answer, Err(17));
+    }
     let index = partition_for(group);
     let leader = topic
         .partitions

@@ -1,6 +1,7 @@
 //! Heartbeat (apiKey 12), v0–v4: keeps a member's session alive. Errors: `INVALID_GROUP_ID`,
 //! `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS`
-//! (rejoin), `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`, `COORDINATOR_NOT_AVAILABLE`.
+//! (rejoin), `NOT_COORDINATOR`, `COORDINATOR_NOT_AVAILABLE`; a group still loading is
+//! answered NONE, as Kafka answers it.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
@@ -20,5 +21,11 @@ pub fn handle(groups: &GroupCoordinator, request: &HeartbeatRequest) -> Heartbea
     } else {
         Err(ResponseError::InvalidGroupId)
     };
-    HeartbeatResponse::default().with_error_code(answer.err().map_or(0, |e| e.code()))
+    // A group still loading is answered NONE, as Kafka's GroupCoordinatorService does
+    // ("blindly respond"): the member's session is not at stake while the coordinator loads.
+    let code = match answer {
+        Ok(()) | Err(ResponseError::CoordinatorLoadInProgress) => 0,
+        Err(error) => error.code(),
+    };
+    HeartbeatResponse::default().with_error_code(code)
 }

@@ -35,6 +35,11 @@ use crate::replica::replication::AcksOutcome;
 use crate::replica::txn_verify::Verification;
 use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
+/// The topics only coordinators write (Kafka's `Topic.isInternal`).
+fn is_internal(topic: &str) -> bool {
+    topic == crate::coordinator::group::TOPIC || topic == crate::coordinator::txn::TOPIC
+}
+
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
     if request.transactional_id.is_none() && has_transactional_records(&request) {
@@ -62,6 +67,11 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
             let outcome = match (&resolved, acks) {
                 (_, None) => Err(ResponseError::InvalidRequiredAcks),
                 (None, _) => Err(unknown),
+                // Kafka's appendToLocalLog: "Cannot append to internal topic". A client's
+                // record in a coordinator's log would be replayed by every later load.
+                (Some(topic), _) if is_internal(&topic.name) => {
+                    Err(ResponseError::InvalidTopicException)
+                }
                 (Some(topic), Some(acks)) => match replicas.partition(&topic.name, data.index) {
                     None => Err(replicas.missing_partition_error(&topic.name, data.index)),
                     Some(partition) => match data.records {

@@ -256,19 +256,25 @@ impl GroupCoordinator {
         let index = self.partition_of(group);
         let now = now_ms();
         let skip_fence = self.settings.skip_offset_fence;
-        let live = self.live_view(group).or_else(|| {
-            // A group written with members but not served yet in this epoch (a new
-            // coordinator): served now, so the commit is fenced against its members.
-            let written = self
-                .runtime
-                .read(index, |shard| {
+        let live = match self.live_view(group) {
+            Some(view) => Some(view),
+            None => {
+                // A group written with members but not served yet in this epoch (a new
+                // coordinator): served now, so the commit is fenced against its members.
+                // A refusal (COORDINATOR_LOAD_IN_PROGRESS while this leader's high watermark
+                // is below what its load read) is the answer: taking it for "no metadata"
+                // would fence a live member as UNKNOWN_MEMBER_ID, where Kafka's client just
+                // retries the load error.
+                let written = self.runtime.read(index, |shard| {
                     shard.get(group).is_some_and(|e| e.metadata.is_some())
-                })
-                .unwrap_or(false);
-            written
-                .then(|| self.with_group(group, |live, _| live.group.view()).ok())
-                .flatten()
-        });
+                })?;
+                if written {
+                    Some(self.with_group(group, |live, _| live.group.view())?)
+                } else {
+                    None
+                }
+            }
+        };
         self.runtime
             .write(index, WRITE_TIMEOUT, |shard| {
                 let view = live.clone().or_else(|| Self::view(shard, group));
