@@ -131,8 +131,10 @@ fn a_member_past_its_poll_interval_leaves_before_its_session_expires() {
             .map(|(_, c)| c.as_str())
             .collect();
         assert_eq!(of.first(), Some(&"join"), "{group}: {causes:?}");
+        // (kafka-python may rejoin once with new subscription metadata in between:
+        // `metadata-change`.) The poll clock ends in the client's own leave.
         assert_eq!(
-            of.get(1),
+            of.last(),
             Some(&"leave"),
             "{group}: the client left on its own: {causes:?}"
         );

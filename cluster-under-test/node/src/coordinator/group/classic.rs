@@ -31,7 +31,8 @@ pub struct ClassicGroup {
     pub leader: Option<String>,
     /// Members by id.
     pub members: BTreeMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, with when (ms).
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, with when they expire
+    /// (ms): the asking request's session timeout later, as Kafka's pending-member timer.
     pub pending: BTreeMap<String, i64>,
     /// When the join phase ends (ms), while PreparingRebalance.
     pub join_deadline_ms: Option<i64>,
@@ -264,7 +265,8 @@ impl ClassicGroup {
                 return;
             }
         } else if request.version >= 4 {
-            self.pending.insert(member_id.clone(), now);
+            let expires = now + i64::from(request.session_timeout_ms);
+            self.pending.insert(member_id.clone(), expires);
             effects.joins.push((
                 member_id.clone(),
                 JoinReply::error(ResponseError::MemberIdRequired, &member_id),
@@ -477,11 +479,26 @@ impl ClassicGroup {
         }
     }
 
-    /// Ends the join phase: members that did not rejoin are removed; the rest get the new
-    /// generation (the leader with every member's metadata).
+    /// Ends the join phase: dynamic members that did not rejoin are removed (static ones keep
+    /// their place until their session expires, as in Kafka's completeClassicGroupJoin); the
+    /// rest get the new generation (the leader, a member that rejoined, with every member's
+    /// metadata). When only absent static members are left, the phase is extended by a
+    /// rebalance timeout instead, for their sessions to expire.
     fn complete_join(&mut self, now: i64, effects: &mut Effects) {
-        self.members.retain(|_, m| m.awaiting_join);
+        self.members
+            .retain(|_, m| m.awaiting_join || m.instance_id.is_some());
         self.pending.clear();
+        if !self.members.is_empty() && !self.members.values().any(|m| m.awaiting_join) {
+            let timeout = self
+                .members
+                .values()
+                .map(|m| i64::from(m.rebalance_timeout_ms))
+                .max()
+                .unwrap_or(0);
+            self.join_deadline_ms = Some(now + timeout);
+            self.initial_delay = None;
+            return;
+        }
         self.join_deadline_ms = None;
         self.initial_delay = None;
         self.generation += 1;
@@ -493,12 +510,9 @@ impl ClassicGroup {
             return;
         }
         self.protocol = self.select_protocol();
-        if !self
-            .leader
-            .as_ref()
-            .is_some_and(|l| self.members.contains_key(l))
-        {
-            self.leader = self.members.keys().next().cloned();
+        let rejoined = |id: &String| self.members.get(id).is_some_and(|m| m.awaiting_join);
+        if !self.leader.as_ref().is_some_and(rejoined) {
+            self.leader = self.members.keys().find(|id| rejoined(id)).cloned();
         }
         self.state = GroupState::CompletingRebalance;
         let timeout = self
@@ -508,7 +522,14 @@ impl ClassicGroup {
             .max()
             .unwrap_or(0);
         self.sync_deadline_ms = Some(now + timeout);
-        let ids: Vec<String> = self.members.keys().cloned().collect();
+        // An absent static member gets no answer now; it learns the generation when it
+        // rejoins, and its session clock keeps running.
+        let ids: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.awaiting_join)
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in ids {
             let is_leader = self.leader.as_deref() == Some(id.as_str());
             let reply = self.join_reply(&id, is_leader);

@@ -232,9 +232,7 @@ impl ClassicGroup {
             .filter(|m| !m.awaiting_join && !m.awaiting_sync && session(m) < now)
             .map(|m| m.member_id.clone())
             .collect();
-        let max_session = i64::from(self.limits.max_session_timeout_ms);
-        self.pending
-            .retain(|_, since| *since + max_session.min(300_000) >= now);
+        self.pending.retain(|_, expires| *expires >= now);
         if !expired.is_empty() {
             for id in &expired {
                 self.remove_member(id, &mut effects);

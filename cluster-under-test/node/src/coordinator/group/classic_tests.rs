@@ -302,3 +302,87 @@ fn a_group_loaded_by_a_new_coordinator_names_that_move_at_its_next_rebalance() {
     let effects = loaded.tick(100_000 + 10_001);
     assert_eq!(effects.rebalance, Some(Cause::CoordinatorMoved));
 }
+
+#[test]
+fn an_absent_static_member_keeps_its_place_until_its_session_expires() {
+    let mut group = ClassicGroup::new(LIMITS);
+    group.join(&join("", Some("i1"), "x", b"s"), 0);
+    // i2's session (120 s) outlasts the 60 s rebalance timeout.
+    let mut long = join("", Some("i2"), "y", b"s");
+    long.session_timeout_ms = 120_000;
+    group.join(&long, 0);
+    assert_eq!(group.tick(3_000).joins.len(), 2);
+    group.sync(&sync("i2-y", 1, &[]), 3_100, false);
+    group.sync(
+        &sync("i1-x", 1, &[("i1-x", b"a"), ("i2-y", b"b")]),
+        3_100,
+        false,
+    );
+    // A new dynamic member joins; i1 rejoins, i2 (killed) does not.
+    group.join(&join("", None, "d", b"s"), 4_000);
+    group.join(&join("c-d", None, "", b"s"), 4_000);
+    group.join(&join("i1-x", Some("i1"), "", b"s"), 4_100);
+    assert_eq!(group.state, GroupState::PreparingRebalance);
+    // The phase ends at the rebalance timeout: i2 is still a member of generation 2,
+    // unanswered, while i1 and the newcomer heartbeat.
+    assert_eq!(
+        group.heartbeat("i1-x", Some("i1"), 1, 10_000),
+        Err(E::RebalanceInProgress)
+    );
+    let done = group.tick(4_000 + 60_000);
+    assert_eq!(group.generation, 2);
+    assert!(group.members.contains_key("i2-y"), "static members stay");
+    let answered: Vec<&str> = done.joins.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(answered, vec!["c-d", "i1-x"]);
+    let leader = done
+        .joins
+        .iter()
+        .find(|(_, reply)| !reply.members.is_empty())
+        .expect("a leader among those who rejoined");
+    assert_ne!(leader.0, "i2-y");
+    assert_eq!(leader.1.members.len(), 3, "the leader assigns i2 too");
+}
+
+#[test]
+fn a_join_phase_with_only_absent_static_members_is_extended() {
+    let mut group = ClassicGroup::new(LIMITS);
+    let mut long = join("", Some("i1"), "x", b"s");
+    long.session_timeout_ms = 120_000;
+    group.join(&long, 0);
+    assert_eq!(group.tick(3_000).joins.len(), 1);
+    group.sync(&sync("i1-x", 1, &[("i1-x", b"a")]), 3_100, false);
+    // A dynamic member asks for an id, then never comes back; i1 never rejoins either.
+    group.join(&join("", None, "d", b"s"), 4_000);
+    group.join(&join("c-d", None, "", b"s"), 4_000);
+    group.leave(&[("c-d".to_owned(), None, None)], 4_500);
+    let extended = group.tick(4_000 + 60_000);
+    assert!(extended.joins.is_empty());
+    assert_eq!(group.state, GroupState::PreparingRebalance);
+    assert_eq!(
+        group.generation, 1,
+        "no generation without a rejoined member"
+    );
+    // i1's session (120 s from its sync at 3 100) ends it: the group empties.
+    group.tick(123_101);
+    assert!(group.members.is_empty());
+    group.tick(123_101 + 60_000);
+    assert_eq!(group.state, GroupState::Empty);
+}
+
+#[test]
+fn an_unused_member_id_expires_after_its_requests_session_timeout() {
+    let mut group = stable_pair();
+    // A third client is told its id (MEMBER_ID_REQUIRED) but the answer is lost.
+    let asked = group.join(&join("", None, "lost", b"s"), 5_000);
+    assert_eq!(asked.joins[0].1.error, Some(E::MemberIdRequired));
+    // A rebalance starts; both members rejoin. The unused id holds the phase open only until
+    // its 10 s session timeout, not the 60 s rebalance timeout.
+    group.join(&join("", None, "e", b"s"), 5_100);
+    group.join(&join("c-e", None, "", b"s"), 5_100);
+    group.join(&join("c-a", None, "", b"s"), 5_200);
+    group.join(&join("c-b", None, "", b"s"), 5_200);
+    assert!(group.tick(14_999).joins.is_empty(), "c-lost may still come");
+    let done = group.tick(15_001);
+    assert_eq!(done.joins.len(), 3);
+    assert_eq!(group.generation, 2);
+}
