@@ -2,13 +2,16 @@
 //! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]), and the
 //! runtime for coordinators whose state lives on internal-topic partitions ([`runtime`]: load
 //! on becoming leader, unload on losing it, append and wait for the high watermark), with the
-//! pure state machine it drives ([`shard`]), and the transaction coordinator on it ([`txn`]);
+//! pure state machine it drives ([`shard`]), the internal topics it lives on
+//! ([`internal_topic`]: created on first use, a key's coordinator found), and the
+//! transaction coordinator on it ([`txn`]);
 //! transactional offset commits awaiting their marker, for the group side ([`txn_offsets`]);
 //! the group coordinator, classic protocol, on `__consumer_offsets` ([`group`]); the pure core
 //! of the new consumer protocol (KIP-848), not yet wired to the wire ([`consumer_group`]).
 
 pub mod consumer_group;
 pub mod group;
+pub mod internal_topic;
 pub mod producer_id_manager;
 pub mod producer_ids;
 pub mod runtime;

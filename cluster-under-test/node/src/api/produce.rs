@@ -31,14 +31,10 @@ use logjam_storage::VerificationGuard;
 
 use crate::api::Reply;
 use crate::canary::Canary;
+use crate::coordinator::internal_topic;
 use crate::replica::replication::AcksOutcome;
 use crate::replica::txn_verify::Verification;
 use crate::replica::{Acks, Appended, Partition, ReplicaManager};
-
-/// The topics only coordinators write (Kafka's `Topic.isInternal`).
-fn is_internal(topic: &str) -> bool {
-    topic == crate::coordinator::group::TOPIC || topic == crate::coordinator::txn::TOPIC
-}
 
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
@@ -69,7 +65,7 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                 (None, _) => Err(unknown),
                 // Kafka's appendToLocalLog: "Cannot append to internal topic". A client's
                 // record in a coordinator's log would be replayed by every later load.
-                (Some(topic), _) if is_internal(&topic.name) => {
+                (Some(topic), _) if internal_topic::is_internal(&topic.name) => {
                     Err(ResponseError::InvalidTopicException)
                 }
                 (Some(topic), Some(acks)) => match replicas.partition(&topic.name, data.index) {

@@ -22,9 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::TopicCreator;
 use crate::canary::Canary;
@@ -35,7 +32,8 @@ use crate::coordinator::group::members::LiveGroups;
 use crate::coordinator::group::offsets::FetchedOffset;
 use crate::coordinator::group::record::OffsetValue;
 use crate::coordinator::group::shard::{GroupShard, offset_record};
-use crate::coordinator::txn::{CoordinatorAddress, append_error, partition_for};
+use crate::coordinator::internal_topic::{self, CoordinatorAddress, InternalTopic};
+use crate::coordinator::txn::{append_error, partition_for};
 use crate::coordinator::txn_offsets::{CommitMember, GroupState, GroupView};
 use crate::replica::{ReplicaManager, now_ms};
 
@@ -160,45 +158,24 @@ impl GroupCoordinator {
     }
 
     /// Creates `__consumer_offsets` when it does not exist yet, as Kafka's brokers do on the
-    /// first FindCoordinator for a group, its replication factor capped by the live brokers.
-    /// Kafka's topic is compacted; the node has no compaction yet (`cleanup.policy` accepts
-    /// only `delete`), so it keeps every record, which a load replays in order all the same.
+    /// first FindCoordinator for a group. Kafka's topic is compacted; the node has no
+    /// compaction yet (`cleanup.policy` accepts only `delete`), so it keeps every record,
+    /// which a load replays in order all the same.
     ///
     /// # Errors
     /// `COORDINATOR_NOT_AVAILABLE` while the topic does not exist.
     pub async fn ensure_topic(&self) -> Result<(), ResponseError> {
-        let image = self.replicas.image();
-        if image.topics.contains_key(TOPIC) {
-            return Ok(());
-        }
-        let live = image.brokers.values().filter(|b| !b.fenced).count();
-        let factor = self
-            .settings
-            .replication_factor
-            .min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
-        let config = |name: &str, value: &str| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_string(name.to_owned()))
-                .with_value(Some(StrBytes::from_string(value.to_owned())))
+        let configs = [
+            ("segment.bytes", "104857600".to_owned()),
+            ("compression.type", "uncompressed".to_owned()),
+        ];
+        let topic = InternalTopic {
+            name: TOPIC,
+            partitions: self.settings.partitions,
+            replication_factor: self.settings.replication_factor,
+            configs: &configs,
         };
-        let request = CreateTopicsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                    .with_num_partitions(self.settings.partitions)
-                    .with_replication_factor(factor)
-                    .with_configs(vec![
-                        config("segment.bytes", "104857600"),
-                        config("compression.type", "uncompressed"),
-                    ]),
-            ]);
-        let response = self.topics.create_topics(request).await;
-        let code = response.topics.first().map_or(-1, |topic| topic.error_code);
-        if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-            tracing::warn!(code, "creating {TOPIC} failed");
-        }
-        Err(ResponseError::CoordinatorNotAvailable)
+        internal_topic::ensure(&self.replicas, &self.topics, &topic).await
     }
 
     /// The coordinator of `group`: the leader of its partition.
@@ -207,24 +184,7 @@ impl GroupCoordinator {
     /// `COORDINATOR_NOT_AVAILABLE` while the topic is created or the partition has no leader.
     pub async fn find(&self, group: &str) -> Result<CoordinatorAddress, ResponseError> {
         self.ensure_topic().await?;
-        let image = self.replicas.image();
-        let index = self.partition_of(group);
-        let leader = image
-            .topics
-            .get(TOPIC)
-            .and_then(|topic| topic.partitions.get(&index))
-            .map(|partition| partition.leader)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let broker = image
-            .brokers
-            .get(&leader)
-            .filter(|broker| !broker.fenced)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        Ok(CoordinatorAddress {
-            node_id: broker.broker_id.0,
-            host: broker.host.clone(),
-            port: broker.port,
-        })
+        internal_topic::coordinator_of(&self.replicas, TOPIC, self.partition_of(group))
     }
 
     /// What the fencing of a commit sees of `group` when no live group serves it: a group

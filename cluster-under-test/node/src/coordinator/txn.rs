@@ -23,12 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::TopicCreator;
 use crate::config::Config;
+pub use crate::coordinator::internal_topic::CoordinatorAddress;
+use crate::coordinator::internal_topic::{self, InternalTopic};
 use crate::coordinator::txn::metadata::TransactionMetadata;
 use crate::coordinator::txn::shard::{TxnShard, record_of};
 use crate::coordinator::txn::transitions::{
@@ -122,17 +121,6 @@ impl TxnSettings {
     }
 }
 
-/// Where a transactional id's coordinator is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoordinatorAddress {
-    /// The broker's id.
-    pub node_id: i32,
-    /// Its advertised host.
-    pub host: String,
-    /// Its advertised port.
-    pub port: u16,
-}
-
 /// What a write's decision wants answered.
 enum Reply<T> {
     Done(T),
@@ -199,47 +187,24 @@ impl TxnCoordinator {
     }
 
     /// Creates `__transaction_state` when it does not exist yet, as Kafka's brokers do on
-    /// the first FindCoordinator or InitProducerId with a transactional id: its replication
-    /// factor is capped by the live brokers. Answers `COORDINATOR_NOT_AVAILABLE` (retriable)
-    /// while the topic is missing.
+    /// the first FindCoordinator or InitProducerId with a transactional id.
     ///
     /// # Errors
     /// `COORDINATOR_NOT_AVAILABLE` while the topic does not exist.
     pub async fn ensure_topic(&self) -> Result<(), ResponseError> {
-        let image = self.replicas.image();
-        if image.topics.contains_key(TOPIC) {
-            return Ok(());
-        }
-        let live = image.brokers.values().filter(|b| !b.fenced).count();
-        let factor = self
-            .settings
-            .replication_factor
-            .min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
-        let config = |name: &str, value: String| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_string(name.to_owned()))
-                .with_value(Some(StrBytes::from_string(value)))
+        let configs = [
+            ("min.insync.replicas", self.settings.min_isr.to_string()),
+            ("segment.bytes", "104857600".to_owned()),
+            ("unclean.leader.election.enable", "false".to_owned()),
+            ("compression.type", "uncompressed".to_owned()),
+        ];
+        let topic = InternalTopic {
+            name: TOPIC,
+            partitions: self.settings.partitions,
+            replication_factor: self.settings.replication_factor,
+            configs: &configs,
         };
-        let request = CreateTopicsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![
-                CreatableTopic::default()
-                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                    .with_num_partitions(self.settings.partitions)
-                    .with_replication_factor(factor)
-                    .with_configs(vec![
-                        config("min.insync.replicas", self.settings.min_isr.to_string()),
-                        config("segment.bytes", "104857600".to_owned()),
-                        config("unclean.leader.election.enable", "false".to_owned()),
-                        config("compression.type", "uncompressed".to_owned()),
-                    ]),
-            ]);
-        let response = self.topics.create_topics(request).await;
-        let code = response.topics.first().map_or(-1, |topic| topic.error_code);
-        if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-            tracing::warn!(code, "creating {TOPIC} failed");
-        }
-        Err(ResponseError::CoordinatorNotAvailable)
+        internal_topic::ensure(&self.replicas, &self.topics, &topic).await
     }
 
     /// The coordinator of `transactional_id`: the leader of its partition.
@@ -249,24 +214,7 @@ impl TxnCoordinator {
     /// leader.
     pub async fn find(&self, transactional_id: &str) -> Result<CoordinatorAddress, ResponseError> {
         self.ensure_topic().await?;
-        let image = self.replicas.image();
-        let index = self.partition_of(transactional_id);
-        let leader = image
-            .topics
-            .get(TOPIC)
-            .and_then(|topic| topic.partitions.get(&index))
-            .map(|partition| partition.leader)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let broker = image
-            .brokers
-            .get(&leader)
-            .filter(|broker| !broker.fenced)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        Ok(CoordinatorAddress {
-            node_id: broker.broker_id.0,
-            host: broker.host.clone(),
-            port: broker.port,
-        })
+        internal_topic::coordinator_of(&self.replicas, TOPIC, self.partition_of(transactional_id))
     }
 
     /// InitProducerId with a transactional id: the producer id and epoch to use.
