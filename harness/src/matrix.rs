@@ -12,7 +12,10 @@
 //! replication factor left at its default of 3). The faults default to the Kafka-aware
 //! `isr-shrink-kill,isr-shrink-power-loss` (a `--nemesis` left at `logjam run`'s default,
 //! `kill,pause,partition`, is replaced): random kills and partitions never shrank an ISR, and
-//! every acks=all cell came out valid whatever min.insync.replicas said.
+//! every acks=all cell came out valid whatever min.insync.replicas said. With those default
+//! faults the runs of a cell take them in turn (run 1 `isr-shrink-kill`, run 2
+//! `isr-shrink-power-loss`, ...), since one ISR shrink fills a 60 s run: drawn at random, a
+//! cell's two runs missed power loss half the time and reported its losses as absent.
 //!
 //! # Output and exit code
 //!
@@ -67,7 +70,8 @@ const DURABILITY_KINDS: &[&str] = &["lost-write", "unseen-lost"];
 /// # Errors
 /// Bad `--set` values, or a matrix directory that cannot be written.
 pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
-    let args = &with_matrix_faults(args);
+    let (args, rotate) = with_matrix_faults(args);
+    let args = &args;
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -92,11 +96,17 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
     let mut results = Vec::with_capacity(cells.len());
     for (i, cell) in cells.iter().enumerate() {
         let mut runs = Vec::new();
+        let mut run_faults = Vec::new();
         for j in 0..args.runs as usize {
             let index = i * args.runs as usize + j;
+            let mut run = args.run.clone();
+            if rotate {
+                run.nemesis = rotated_fault(&args.run.nemesis, j);
+                run_faults.push(run.nemesis.clone());
+            }
             let child = ChildSpec {
                 label: format!("cell{} run{}", i + 1, j + 1),
-                options: run_options(&args.run, &cell.settings),
+                options: run_options(&run, &cell.settings),
                 seed: base_seed.wrapping_add(index as u64),
                 results_dir: dir.join(format!("cell{}-run{}", i + 1, j + 1)),
             };
@@ -111,13 +121,14 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
             );
             runs.push(finished);
         }
-        results.push(CellResult::new(i + 1, cell, runs));
+        results.push(CellResult::new(i + 1, cell, runs, run_faults));
     }
 
     let report = MatrixReport {
         started: timestamp(started, false),
         dir: dir.clone(),
         nemesis: args.run.nemesis.clone(),
+        faults_in_turn: rotate,
         common_settings: sweep.fixed_settings(),
         swept: sweep.swept_keys(),
         runs_per_cell: args.runs,
@@ -138,8 +149,10 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<u8> {
 }
 
 /// `args` with `logjam run`'s default faults replaced by the matrix's, and, with them, its
-/// default fault duration; says so.
-fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
+/// default fault duration; says so. The flag says whether the runs of a cell take the
+/// matrix's faults in turn ([`rotated_fault`]): only for the matrix's own default, since a
+/// list the user gives is a mix they asked for.
+fn with_matrix_faults(args: &MatrixArgs) -> (MatrixArgs, bool) {
     let mut args = args.clone();
     let isr_shrink = args.run.nemesis == DEFAULT_NEMESIS || args.run.nemesis.contains("isr-shrink");
     if isr_shrink && args.run.nodes == 3 && args.run.controllers == 0 {
@@ -153,10 +166,12 @@ fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
              (--nodes and --controllers to choose)"
         );
     }
+    let rotate = args.run.nemesis == DEFAULT_NEMESIS && args.run.nemesis_script.is_none();
     if args.run.nemesis == DEFAULT_NEMESIS {
         args.run.nemesis = MATRIX_NEMESIS.to_owned();
         eprintln!(
-            "logjam matrix: faults {MATRIX_NEMESIS} (the matrix's default; --nemesis to choose)"
+            "logjam matrix: faults {MATRIX_NEMESIS} (the matrix's default; --nemesis to choose), \
+             taken in turn by the runs of each cell"
         );
         if args.run.nemesis_interval == DEFAULT_NEMESIS_INTERVAL {
             args.run.nemesis_interval = MATRIX_INTERVAL;
@@ -166,7 +181,15 @@ fn with_matrix_faults(args: &MatrixArgs) -> MatrixArgs {
             );
         }
     }
-    args
+    (args, rotate)
+}
+
+/// The fault run `j` (from 0) of a cell gets when the cell's runs take the listed faults in
+/// turn: one ISR shrink fills a 60 s run, so a random draw per run could leave a cell
+/// without the fault that decides it.
+fn rotated_fault(nemesis: &str, j: usize) -> String {
+    let faults: Vec<&str> = nemesis.split(',').map(str::trim).collect();
+    faults[j % faults.len()].to_owned()
 }
 
 fn print_plan(args: &MatrixArgs, sweep: &Sweep, defaulted: bool, cells: usize, dir: &Path) {
@@ -326,6 +349,8 @@ struct MatrixReport {
     started: String,
     dir: PathBuf,
     nemesis: String,
+    /// The runs of each cell took the faults in turn instead of drawing from all of them.
+    faults_in_turn: bool,
     common_settings: Vec<String>,
     swept: BTreeMap<String, Vec<String>>,
     runs_per_cell: u32,
@@ -340,6 +365,9 @@ struct CellResult {
     swept: Vec<String>,
     settings: Vec<String>,
     summary: CellSummary,
+    /// The fault each run had, when the runs took the matrix's faults in turn (else empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    run_faults: Vec<String>,
     runs: Vec<ChildRun>,
 }
 
@@ -368,17 +396,25 @@ struct CellSummary {
     unclean_elections: usize,
     /// Leader changes over every run.
     leader_changes: u64,
+    /// What tells each run apart in the table (the fault it had), when runs differ.
+    #[serde(skip)]
+    run_labels: Vec<String>,
 }
 
 impl CellResult {
-    fn new(number: usize, cell: &Cell, runs: Vec<ChildRun>) -> CellResult {
-        let summary = CellSummary::of(&runs);
+    fn new(number: usize, cell: &Cell, runs: Vec<ChildRun>, run_faults: Vec<String>) -> CellResult {
+        let mut summary = CellSummary::of(&runs);
+        summary.run_labels = run_faults
+            .iter()
+            .map(|fault| fault.trim_start_matches("isr-shrink-").to_owned())
+            .collect();
         CellResult {
             cell: number,
             name: cell.name.clone(),
             swept: cell.swept.clone(),
             settings: cell.settings.clone(),
             summary,
+            run_faults,
             runs,
         }
     }
@@ -434,7 +470,8 @@ impl CellSummary {
             .join(", ")
     }
 
-    /// "3 (0, 3, 0) of 1200, 5 unconfirmed"; "-" when no run ended with a verdict.
+    /// "3 (0, 3, 0) of 1200, 5 unconfirmed" ("(0 kill, 3 power-loss)" when the runs took
+    /// the faults in turn); "-" when no run ended with a verdict.
     fn lost(&self) -> String {
         if self.lost_per_run.iter().all(Option::is_none) {
             return "-".to_owned();
@@ -442,7 +479,14 @@ impl CellSummary {
         let per_run: Vec<String> = self
             .lost_per_run
             .iter()
-            .map(|lost| lost.map_or_else(|| "-".to_owned(), |n| n.to_string()))
+            .enumerate()
+            .map(|(j, lost)| {
+                let lost = lost.map_or_else(|| "-".to_owned(), |n| n.to_string());
+                match self.run_labels.get(j) {
+                    Some(label) => format!("{lost} {label}"),
+                    None => lost,
+                }
+            })
             .collect();
         let mut text = self.lost_total.to_string();
         if per_run.len() > 1 {
@@ -478,11 +522,16 @@ impl MatrixReport {
     fn markdown(&self, run: &RunArgs) -> String {
         let mut md = format!("# logjam matrix {}\n\n", self.started);
         md.push_str(&format!(
-            "Every cell: {} node(s), {} s under faults `{}` (every {} s), {} ops/s over {} \
+            "Every cell: {} node(s), {} s under faults `{}`{} (every {} s), {} ops/s over {} \
              client(s), {} key(s){}; {} run(s) per cell.\n\n",
             run.nodes,
             run.time_limit,
             self.nemesis,
+            if self.faults_in_turn {
+                ", taken in turn by each cell's runs"
+            } else {
+                ""
+            },
             run.nemesis_interval,
             run.rate,
             run.concurrency,

@@ -18,22 +18,25 @@ fn matrix_args(argv: &[&str]) -> MatrixArgs {
 
 #[test]
 fn run_default_faults_become_the_matrix_faults_and_last_longer() {
-    let args = with_matrix_faults(&matrix_args(&[]));
+    let (args, rotate) = with_matrix_faults(&matrix_args(&[]));
     assert_eq!(
-        (args.run.nemesis.as_str(), args.run.nemesis_interval),
-        (MATRIX_NEMESIS, MATRIX_INTERVAL)
+        (args.run.nemesis.as_str(), args.run.nemesis_interval, rotate),
+        (MATRIX_NEMESIS, MATRIX_INTERVAL, true)
     );
     // A chosen interval stays, and chosen faults keep run's interval.
-    let args = with_matrix_faults(&matrix_args(&["--nemesis-interval", "7"]));
+    let (args, rotate) = with_matrix_faults(&matrix_args(&["--nemesis-interval", "7"]));
     assert_eq!(
-        (args.run.nemesis.as_str(), args.run.nemesis_interval),
-        (MATRIX_NEMESIS, 7)
+        (args.run.nemesis.as_str(), args.run.nemesis_interval, rotate),
+        (MATRIX_NEMESIS, 7, true)
     );
-    let args = with_matrix_faults(&matrix_args(&["--nemesis", "pause"]));
+    // Faults the user lists are a mix they asked for: every run draws from all of them.
+    let (args, rotate) = with_matrix_faults(&matrix_args(&["--nemesis", "pause"]));
     assert_eq!(
-        (args.run.nemesis.as_str(), args.run.nemesis_interval),
-        ("pause", DEFAULT_NEMESIS_INTERVAL)
+        (args.run.nemesis.as_str(), args.run.nemesis_interval, rotate),
+        ("pause", DEFAULT_NEMESIS_INTERVAL, false)
     );
+    let (_, rotate) = with_matrix_faults(&matrix_args(&["--nemesis", MATRIX_NEMESIS]));
+    assert!(!rotate);
 }
 
 #[test]
@@ -93,4 +96,31 @@ fn a_failed_child_is_explained_by_its_last_logjam_line() {
         failure_line(Some(3), &tail),
         "exit 3: logjam: the cluster did not become ready within 60 s"
     );
+}
+
+#[test]
+fn the_runs_of_a_cell_take_the_default_faults_in_turn() {
+    let faults: Vec<String> = (0..4).map(|j| rotated_fault(MATRIX_NEMESIS, j)).collect();
+    assert_eq!(
+        faults,
+        [
+            "isr-shrink-kill",
+            "isr-shrink-power-loss",
+            "isr-shrink-kill",
+            "isr-shrink-power-loss"
+        ]
+    );
+}
+
+#[test]
+fn a_row_names_each_runs_fault_when_the_runs_took_them_in_turn() {
+    let mut summary = CellSummary {
+        lost_total: 129,
+        lost_per_run: vec![Some(0), Some(129)],
+        acknowledged_total: 2000,
+        ..CellSummary::default()
+    };
+    assert_eq!(summary.lost(), "129 (0, 129) of 2000");
+    summary.run_labels = vec!["kill".to_owned(), "power-loss".to_owned()];
+    assert_eq!(summary.lost(), "129 (0 kill, 129 power-loss) of 2000");
 }
