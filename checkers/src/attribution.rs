@@ -7,7 +7,12 @@
 //!    had the write;
 //! 2. `isr-of-one`: the ISR in force when the write was acknowledged (the last ISR the history
 //!    shows for its partition before then) was the leader alone, so `acks=all` meant "the
-//!    leader has it" (`min.insync.replicas=1`);
+//!    leader has it" (`min.insync.replicas=1`). The acknowledgement itself proves it for a
+//!    write invoked after the nemesis cut (or paused) every follower of its partition's leader
+//!    and acknowledged before that fault's `isr-shrunk` op (which records how long it waited
+//!    from the cut): no follower could have fetched the write, so the ISR had already shrunk.
+//!    Without this, the writes the shrink released all at once, acknowledged before the next
+//!    metadata poll could show the new ISR, went to whichever later rule matched;
 //! 3. `unclean-election`: between the acknowledgement and the final read, a leader outside the
 //!    previous ISR was elected;
 //! 4. `last-replica-truncated`: a node lost power after the acknowledgement and was then
@@ -82,6 +87,9 @@ pub struct Evidence {
     partitions: BTreeMap<i64, Vec<(u64, Event)>>,
     /// (time, nodes that lost power), cluster-wide, sorted by time.
     power_losses: Vec<(u64, Vec<String>)>,
+    /// Per partition number, (cut, shrink seen) times of the ISR-shrink faults: from the cut
+    /// of every follower to the `isr-shrunk` op, the leader alone could acknowledge.
+    isolations: BTreeMap<i64, Vec<(u64, u64)>>,
 }
 
 impl Evidence {
@@ -115,6 +123,18 @@ impl Evidence {
             } else if name == "isr-shrunk" {
                 let partition = event.value.get("partition").and_then(|p| p.as_i64());
                 let leader = event.value.get("leader").and_then(|l| l.as_str());
+                let waited_ns = event
+                    .value
+                    .get("waited_ms")
+                    .and_then(|w| w.as_u64())
+                    .map(|ms| ms.saturating_mul(1_000_000));
+                if let (Some(partition), Some(waited_ns)) = (partition, waited_ns) {
+                    evidence
+                        .isolations
+                        .entry(partition)
+                        .or_default()
+                        .push((event.time_ns.saturating_sub(waited_ns), event.time_ns));
+                }
                 if let (Some(partition), Some(leader)) = (partition, leader) {
                     evidence.partitions.entry(partition).or_default().push((
                         event.time_ns,
@@ -148,11 +168,27 @@ impl Evidence {
         evidence
     }
 
-    /// The mechanism that lost a write to `partition` acknowledged at `ack_ns`, given the
-    /// final read at `final_ns`.
-    pub fn attribute(&self, partition: Option<i64>, ack_ns: u64, final_ns: u64) -> Mechanism {
+    /// The mechanism that lost a write to `partition` invoked at `invoke_ns` and acknowledged
+    /// at `ack_ns`, given the final read at `final_ns`.
+    pub fn attribute(
+        &self,
+        partition: Option<i64>,
+        invoke_ns: u64,
+        ack_ns: u64,
+        final_ns: u64,
+    ) -> Mechanism {
         if self.acks_one {
             return Mechanism::Acks1;
+        }
+        let acknowledged_by_an_isolated_leader = partition
+            .and_then(|p| self.isolations.get(&p))
+            .is_some_and(|windows| {
+                windows.iter().any(|&(cut, shrunk)| {
+                    cut <= invoke_ns && invoke_ns <= ack_ns && ack_ns <= shrunk
+                })
+            });
+        if acknowledged_by_an_isolated_leader {
+            return Mechanism::IsrOfOne;
         }
         let events: &[(u64, Event)] = partition
             .and_then(|p| self.partitions.get(&p))

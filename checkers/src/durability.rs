@@ -205,7 +205,8 @@ pub(crate) fn report(
             let partition = header
                 .topic_partition(index.key(send.key))
                 .map(|tp| i64::from(tp.partition));
-            let mechanism = evidence.attribute(partition, ack_time_ns, final_time);
+            let mechanism =
+                evidence.attribute(partition, record.op.invoke_time_ns, ack_time_ns, final_time);
             report.lost += 1;
             entry.2.push((
                 send.index,

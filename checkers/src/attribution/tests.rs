@@ -124,7 +124,7 @@ fn each_mechanism_from_the_events_that_prove_it() {
     for (name, acks, events, ack_s, expected) in table {
         let evidence = Evidence::new(acks, &events);
         assert_eq!(
-            evidence.attribute(Some(0), ack_s * S, 60 * S),
+            evidence.attribute(Some(0), 0, ack_s * S, 60 * S),
             expected,
             "{name}"
         );
@@ -136,15 +136,15 @@ fn another_partitions_events_prove_nothing() {
     let shrink = leader_change(2, Some("n1"), &["n1"], Some("n1"), false);
     let evidence = Evidence::new(Some("all"), &[shrink]);
     assert_eq!(
-        evidence.attribute(Some(1), 5 * S, 60 * S),
+        evidence.attribute(Some(1), 0, 5 * S, 60 * S),
         Mechanism::Unattributed
     );
     assert_eq!(
-        evidence.attribute(None, 5 * S, 60 * S),
+        evidence.attribute(None, 0, 5 * S, 60 * S),
         Mechanism::Unattributed
     );
     assert_eq!(
-        evidence.attribute(Some(0), 5 * S, 60 * S),
+        evidence.attribute(Some(0), 0, 5 * S, 60 * S),
         Mechanism::IsrOfOne
     );
 }
@@ -159,11 +159,11 @@ fn the_nemesis_isr_shrunk_op_shows_the_isr_of_one() {
     );
     let evidence = Evidence::new(Some("all"), &[shrunk]);
     assert_eq!(
-        evidence.attribute(Some(0), 4 * S, 60 * S),
+        evidence.attribute(Some(0), 0, 4 * S, 60 * S),
         Mechanism::IsrOfOne
     );
     assert_eq!(
-        evidence.attribute(Some(0), 2 * S, 60 * S),
+        evidence.attribute(Some(0), 0, 2 * S, 60 * S),
         Mechanism::Unattributed
     );
     assert_eq!(
@@ -173,5 +173,53 @@ fn the_nemesis_isr_shrunk_op_shows_the_isr_of_one() {
             Mechanism::Unattributed
         ]),
         BTreeMap::from([("isr-of-one".to_owned(), 2), ("unattributed".to_owned(), 1)])
+    );
+}
+
+#[test]
+fn a_write_invoked_after_the_cut_and_acknowledged_before_the_shrink_was_seen_had_an_isr_of_one() {
+    // The fault cut n5's followers at 10 s and saw the ISR shrink at 40 s; a leader change to
+    // an out-of-sync follower follows at 50 s (unclean election).
+    let shrunk = event(
+        40,
+        "isr-shrunk",
+        &[],
+        json!({"partition": 0, "leader": "n5", "isr": ["n5"], "waited_ms": 30_000}),
+    );
+    let unclean = leader_change(50, Some("n4"), &["n4"], Some("n5"), true);
+    let evidence = Evidence::new(Some("all"), &[shrunk, unclean]);
+    // Invoked after the cut, acknowledged the instant the shrink released it, before the
+    // nemesis saw the shrink: only the leader had it.
+    assert_eq!(
+        evidence.attribute(Some(0), 31 * S, 39 * S, 60 * S),
+        Mechanism::IsrOfOne
+    );
+    // Invoked before the cut: the followers may have had it; the ack proves nothing.
+    assert_eq!(
+        evidence.attribute(Some(0), 9 * S, 39 * S, 60 * S),
+        Mechanism::UncleanElection
+    );
+    // Another partition's cut proves nothing about this one.
+    assert_eq!(
+        evidence.attribute(Some(1), 31 * S, 39 * S, 60 * S),
+        Mechanism::Unattributed
+    );
+    // Without the wait recorded (older histories) the cut time is unknown: as before.
+    let old = event(
+        40,
+        "isr-shrunk",
+        &[],
+        json!({"partition": 0, "leader": "n5", "isr": ["n5"]}),
+    );
+    let evidence = Evidence::new(
+        Some("all"),
+        &[
+            old,
+            leader_change(50, Some("n4"), &["n4"], Some("n5"), true),
+        ],
+    );
+    assert_eq!(
+        evidence.attribute(Some(0), 31 * S, 39 * S, 60 * S),
+        Mechanism::UncleanElection
     );
 }
