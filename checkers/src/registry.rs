@@ -1,7 +1,7 @@
 //! Which checkers and which policy each workload gets. A workload registers its name, the
 //! client functions its histories may hold (its op schema), a constructor for its
 //! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
-//! matching on names. `queue` and `producer` are built in; `txn`, `eos` and `group` register
+//! matching on names. `queue`, `txn` and `producer` are built in; `eos` and `group` register
 //! the same way when they exist.
 
 use logjam_history::{Function, Header};
@@ -73,12 +73,20 @@ fn producer_policy(_header: &Header, _findings: &Findings) -> Policy {
 }
 
 impl Registry {
-    /// The workloads logjam ships: `queue` and `producer`.
+    /// The workloads logjam ships: `queue`, `txn` and `producer`.
     pub fn builtin() -> Registry {
         Registry {
             workloads: vec![
                 WorkloadSpec {
                     name: "queue",
+                    functions: QUEUE_FUNCTIONS,
+                    checker: queue_checker,
+                    policy: queue_policy,
+                },
+                // Jepsen's transactional queue: the same ops inside transactions, read by
+                // read_committed consumers (the header says so), the same checker.
+                WorkloadSpec {
+                    name: "txn",
                     functions: QUEUE_FUNCTIONS,
                     checker: queue_checker,
                     policy: queue_policy,

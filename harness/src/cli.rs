@@ -90,6 +90,9 @@ pub enum WorkloadName {
     /// One batching producer per process, many sends in flight, each send's order of
     /// submission and outcome recorded: shows retries reordering and duplicating sends.
     Producer,
+    /// Jepsen's queue in its transactional mode: transactions of sends and read_committed
+    /// polls, committed or aborted on purpose.
+    Txn,
 }
 
 impl WorkloadName {
@@ -98,6 +101,7 @@ impl WorkloadName {
         match self {
             WorkloadName::Queue => "queue",
             WorkloadName::Producer => "producer",
+            WorkloadName::Txn => "txn",
         }
     }
 }

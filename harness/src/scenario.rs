@@ -224,8 +224,9 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
                 scenario.workload = match value {
                     "queue" => WorkloadName::Queue,
                     "producer" => WorkloadName::Producer,
+                    "txn" => WorkloadName::Txn,
                     _ => bail!(
-                        "{name} line {line}: unknown workload `{value}` (queue, producer)"
+                        "{name} line {line}: unknown workload `{value}` (queue, producer, txn)"
                     ),
                 }
             }

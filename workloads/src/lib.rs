@@ -8,6 +8,8 @@
 //!   adapter, the ops it writes, its topics and final phase).
 //! - [`recorder`]: the single writer of `history.jsonl`.
 //! - [`queue`]: Jepsen's queue workload (send / poll / assign / crash, final reads).
+//! - [`txn`]: the queue in Jepsen's transactional mode: transactions of sends and
+//!   read_committed polls, committed or aborted on purpose.
 //! - [`producer`]: one batching producer per process, many sends in flight, each send's
 //!   order of submission and outcome recorded (`produce`), final reads.
 //!
@@ -21,4 +23,5 @@
 pub mod producer;
 pub mod queue;
 pub mod recorder;
+pub mod txn;
 pub mod workload;

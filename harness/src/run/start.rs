@@ -42,6 +42,7 @@ const CLIENT_KEYS: &[&str] = &[
     "delivery.timeout.ms",
     "request.timeout.ms",
     "max.in.flight.requests.per.connection",
+    "transaction.timeout.ms",
 ];
 
 /// The harness's client timeouts (see the module doc), applied unless `--set` gives the key.

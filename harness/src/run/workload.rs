@@ -1,4 +1,4 @@
-//! The workload phase of a run, inside the runtime: builds the workload (queue or producer) from
+//! The workload phase of a run, inside the runtime: builds the workload (queue, txn or producer) from
 //! the run's settings, opens the history, and then, until the time limit, lets the schedule
 //! hand ops to client processes while the nemesis injects and undoes faults and the watcher
 //! records leader changes; heals everything, waits for the schedule's open ops, waits for the
@@ -13,6 +13,7 @@ use logjam_history::{Header, ProcessId};
 use logjam_workloads::producer::{ProducerSettings, ProducerWorkload};
 use logjam_workloads::queue::{QueueSettings, QueueWorkload};
 use logjam_workloads::recorder::Recorder;
+use logjam_workloads::txn::{TxnSettings, TxnWorkload};
 use logjam_workloads::workload::Workload;
 use serde_json::json;
 use tokio::time::Instant;
@@ -47,6 +48,40 @@ pub(super) fn queue(args: &RunArgs, settings: &Settings, bootstrap: &str) -> Que
         consumer,
         poll_timeout: Duration::from_millis(100),
         send_timeout: settings.delivery_timeout() + SEND_GRACE,
+    })
+}
+
+/// The share of the txn workload's transactions aborted on purpose, in percent.
+const TXN_ABORT_PERCENT: u32 = 10;
+
+/// The txn workload's `transaction.timeout.ms` unless `--set` gives one: short, as Jepsen's
+/// (1 s there), so a transaction a retired process left open is aborted by its coordinator
+/// within seconds instead of holding every read_committed consumer at the LSO for Kafka's
+/// 60 s.
+const TXN_TIMEOUT_MS: &str = "10000";
+
+/// The txn workload with the run's settings, talking to `bootstrap`: every consumer reads
+/// read_committed.
+pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWorkload {
+    let mut queue = queue(args, settings, bootstrap).settings().clone();
+    queue.topic = "txn".to_owned();
+    if !queue
+        .producer
+        .iter()
+        .any(|(key, _)| key == "transaction.timeout.ms")
+    {
+        queue.producer.push((
+            "transaction.timeout.ms".to_owned(),
+            TXN_TIMEOUT_MS.to_owned(),
+        ));
+    }
+    queue
+        .consumer
+        .push(("isolation.level".to_owned(), "read_committed".to_owned()));
+    TxnWorkload::new(TxnSettings {
+        queue,
+        transactional_id_prefix: "logjam-txn".to_owned(),
+        abort_percent: TXN_ABORT_PERCENT,
     })
 }
 

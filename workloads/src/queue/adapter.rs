@@ -29,6 +29,13 @@ impl QueueWorkload {
     }
 }
 
+impl QueueWorkload {
+    /// The settings its clients use.
+    pub fn settings(&self) -> &QueueSettings {
+        &self.settings
+    }
+}
+
 impl Workload for QueueWorkload {
     type Op = Invocation;
     type Generator = QueueGenerator;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use logjam_client::consumer::{Consumer, SeekTo};
+use logjam_client::consumer::{Consumer, ConsumerRecord, SeekTo};
 use logjam_client::ids::TopicPartition;
 use logjam_client::outcome::Certainty;
 use logjam_client::producer::{Producer, ProducerRecord};
@@ -365,28 +365,7 @@ impl QueueClient {
                 Ok(Completion::Fail)
             }
             Ok(records) => {
-                let mut by_key: BTreeMap<i64, Vec<Record>> = BTreeMap::new();
-                for record in records {
-                    let key = i64::from(record.partition.partition.0);
-                    let value = record
-                        .value
-                        .as_deref()
-                        .and_then(|bytes| std::str::from_utf8(bytes).ok())
-                        .and_then(|text| text.parse::<i64>().ok())
-                        .unwrap_or(i64::MIN);
-                    self.targets.observe(Key(key), record.offset.0);
-                    by_key.entry(key).or_default().push(Record {
-                        offset: logjam_history::Offset(record.offset.0),
-                        value: Value(value),
-                    });
-                }
-                let reads = by_key
-                    .into_iter()
-                    .map(|(key, records)| KeyReads {
-                        key: Key(key),
-                        records,
-                    })
-                    .collect();
+                let reads = key_reads(records, &self.targets);
                 self.record(
                     OpType::Ok,
                     f,
@@ -500,6 +479,33 @@ impl QueueClient {
         self.record(OpType::Ok, Function::LogEnd, value, None)?;
         Ok(())
     }
+}
+
+/// What one poll returned, per key, as the history records it (a value that is not a
+/// number is recorded as `i64::MIN`, which no op sent); raises the final reads' targets.
+pub(crate) fn key_reads(records: Vec<ConsumerRecord>, targets: &Targets) -> Vec<KeyReads> {
+    let mut by_key: BTreeMap<i64, Vec<Record>> = BTreeMap::new();
+    for record in records {
+        let key = i64::from(record.partition.partition.0);
+        let value = record
+            .value
+            .as_deref()
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .and_then(|text| text.parse::<i64>().ok())
+            .unwrap_or(i64::MIN);
+        targets.observe(Key(key), record.offset.0);
+        by_key.entry(key).or_default().push(Record {
+            offset: logjam_history::Offset(record.offset.0),
+            value: Value(value),
+        });
+    }
+    by_key
+        .into_iter()
+        .map(|(key, records)| KeyReads {
+            key: Key(key),
+            records,
+        })
+        .collect()
 }
 
 /// How long the final reads keep looking for acknowledged offsets beyond the log end the
