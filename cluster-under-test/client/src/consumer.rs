@@ -23,6 +23,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+pub mod group;
 pub mod isolation;
 mod positions;
 
