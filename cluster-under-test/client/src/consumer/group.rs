@@ -1,5 +1,15 @@
-//! Consumer groups, classic protocol: the assignors ([`assignor`]) and the ConsumerProtocol
-//! payloads ([`protocol`]) the leader and members exchange through JoinGroup and SyncGroup.
+//! Consumer groups, classic protocol: the assignors ([`assignor`]), the ConsumerProtocol
+//! payloads the leader and members exchange through JoinGroup and SyncGroup ([`protocol`]),
+//! the pure membership decisions and rebalance events ([`membership`]), and the tokio shell:
+//! join/sync and the public group API on [`crate::Consumer`] ([`coordinator`]), the
+//! heartbeat task with the poll clock ([`heartbeat`]) and committed offsets ([`offsets`]).
 
 pub mod assignor;
+pub mod coordinator;
+pub mod heartbeat;
+pub mod membership;
+pub mod offsets;
 pub mod protocol;
+
+pub use coordinator::RebalanceListener;
+pub use membership::{RebalanceCause, RebalanceEvent};
