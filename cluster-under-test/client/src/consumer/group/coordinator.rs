@@ -45,7 +45,8 @@ pub struct GroupState {
     heartbeat: Option<JoinHandle<()>>,
     last_auto_commit: Instant,
     events: Vec<RebalanceEvent>,
-    listener: Option<RebalanceListener>,
+    /// Behind a mutex only so the consumer stays `Sync` (a poll holds `&self` across awaits).
+    listener: Option<Mutex<RebalanceListener>>,
 }
 
 impl std::fmt::Debug for GroupState {
@@ -93,7 +94,7 @@ impl GroupState {
                 "rebalance"
             );
             if let Some(listener) = self.listener.as_mut() {
-                listener(&event);
+                (listener.get_mut().expect("listener"))(&event);
             }
             self.events.push(event);
         }
@@ -162,7 +163,7 @@ impl Consumer {
         listener: impl FnMut(&RebalanceEvent) + Send + 'static,
     ) {
         if let Some(group) = self.group.as_mut() {
-            group.listener = Some(Box::new(listener));
+            group.listener = Some(Mutex::new(Box::new(listener)));
         }
     }
 

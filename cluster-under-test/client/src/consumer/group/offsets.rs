@@ -137,7 +137,11 @@ pub async fn fetch_committed(
                 tokio::time::sleep(backoff).await;
                 continue;
             }
-            return Err(Error::broker("OffsetFetch", code, Some(group_id.to_owned())));
+            return Err(Error::broker(
+                "OffsetFetch",
+                code,
+                Some(group_id.to_owned()),
+            ));
         }
         return Ok(committed);
     }
