@@ -164,7 +164,7 @@ async fn members_split_a_leaver_moves_and_a_newcomer_resumes_from_commits() {
             .unwrap()
             .records
             .iter()
-            .map(|r| r.clone())
+            .cloned()
             .collect::<BTreeSet<_>>()
             .len()
             >= 400

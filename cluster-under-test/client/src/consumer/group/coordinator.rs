@@ -1,9 +1,9 @@
 //! The tokio shell of classic group membership, as `impl Consumer` methods: `subscribe`, the
 //! join before a poll (FindCoordinator, JoinGroup with the MEMBER_ID_REQUIRED retry, the
-//! leader running the assignor, SyncGroup), committed offsets fetched for new partitions,
-//! auto-commit, `commit_sync` / `commit_async`, the heartbeat task's findings acted on at the
-//! next poll, and `close` (LeaveGroup for a dynamic member only, as Java does). Decisions live
-//! in `membership.rs`; this file only performs them.
+//! leader running the assignor, SyncGroup; eager strategies revoke everything first,
+//! cooperative ones only what the assignment moved), committed offsets fetched for new
+//! partitions, the heartbeat task started per generation and its findings acted on at the next
+//! poll. Decisions live in `membership.rs`; commits and close in `commits.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,10 +20,8 @@ use tokio::time::Instant;
 
 use super::assignor::{self, MemberSubscription};
 use super::heartbeat::{self, Beat, Identity, Outcome};
-use super::membership::{
-    CLOSE_REASON, GroupMember, Reaction, RebalanceCause, RebalanceEvent, codes, reaction,
-};
-use super::offsets::{self, Offsets};
+use super::membership::{GroupMember, Reaction, RebalanceCause, RebalanceEvent, codes, reaction};
+use super::offsets;
 use super::protocol::{self, CONSUMER_PROTOCOL_VERSION, Subscription};
 use crate::config::{AssignmentStrategy, ConfigError, GroupConfig};
 use crate::connection::Connection;
@@ -36,17 +34,17 @@ pub type RebalanceListener = Box<dyn FnMut(&RebalanceEvent) + Send>;
 
 /// A subscribed consumer's group state.
 pub struct GroupState {
-    config: GroupConfig,
-    group_id: String,
-    topics: Vec<String>,
-    member: GroupMember,
-    coordinator: Option<BrokerId>,
-    beat: Arc<Mutex<Beat>>,
-    heartbeat: Option<JoinHandle<()>>,
-    last_auto_commit: Instant,
-    events: Vec<RebalanceEvent>,
+    pub(super) config: GroupConfig,
+    pub(super) group_id: String,
+    pub(super) topics: Vec<String>,
+    pub(super) member: GroupMember,
+    pub(super) coordinator: Option<BrokerId>,
+    pub(super) beat: Arc<Mutex<Beat>>,
+    pub(super) heartbeat: Option<JoinHandle<()>>,
+    pub(super) last_auto_commit: Instant,
+    pub(super) events: Vec<RebalanceEvent>,
     /// Behind a mutex only so the consumer stays `Sync` (a poll holds `&self` across awaits).
-    listener: Option<Mutex<RebalanceListener>>,
+    pub(super) listener: Option<Mutex<RebalanceListener>>,
 }
 
 impl std::fmt::Debug for GroupState {
@@ -67,7 +65,7 @@ impl GroupState {
             .all(|s| s.is_cooperative())
     }
 
-    fn identity(&self) -> Identity {
+    pub(super) fn identity(&self) -> Identity {
         Identity {
             group_id: self.group_id.clone(),
             member_id: self.member.member_id.clone(),
@@ -76,14 +74,14 @@ impl GroupState {
         }
     }
 
-    fn stop_heartbeat(&mut self) {
+    pub(super) fn stop_heartbeat(&mut self) {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
     }
 
     /// Moves the member's new events to the caller's queue, telling the listener.
-    fn publish(&mut self) {
+    pub(super) fn publish(&mut self) {
         for event in self.member.take_events() {
             tracing::info!(
                 generation = event.generation,
@@ -228,138 +226,7 @@ impl Consumer {
         Ok(())
     }
 
-    async fn maybe_auto_commit(&mut self) {
-        let Some(group) = self.group.as_ref() else {
-            return;
-        };
-        if !group.config.enable_auto_commit
-            || group.member.generation < 0
-            || group.last_auto_commit.elapsed() < group.config.auto_commit_interval
-        {
-            return;
-        }
-        if let Err(error) = self.commit_sync().await {
-            tracing::debug!(%error, "auto-commit failed");
-        }
-        if let Some(group) = self.group.as_mut() {
-            group.last_auto_commit = Instant::now();
-        }
-    }
-
-    fn positions(&self, only: Option<&[TopicPartition]>) -> Offsets {
-        self.partitions
-            .iter()
-            .filter(|(tp, _)| only.is_none_or(|only| only.contains(tp)))
-            .filter_map(|(tp, s)| s.position.map(|p| (tp.clone(), (p, s.last_record_epoch))))
-            .collect()
-    }
-
-    /// Commits the positions of every assigned partition with the member's generation.
-    ///
-    /// # Errors
-    /// Not subscribed; the group rebalanced or forgot the member (Kafka's
-    /// `CommitFailedException`, as [`Error::Broker`] with its code; the next poll rejoins);
-    /// transport errors.
-    pub async fn commit_sync(&mut self) -> Result<()> {
-        let offsets = self.positions(None);
-        self.commit_offsets(&offsets).await
-    }
-
-    async fn commit_offsets(&mut self, offsets: &Offsets) -> Result<()> {
-        let connection = self.group_coordinator().await?;
-        let group = self.group.as_mut().ok_or(Error::Closed)?;
-        let request = offsets::commit_request(
-            &group.group_id,
-            group.member.generation,
-            &group.member.member_id,
-            group.config.group_instance_id.as_deref(),
-            offsets,
-        );
-        match offsets::commit(&connection, &request, self.config.request_timeout).await {
-            Ok(()) => Ok(()),
-            Err((reaction, error)) => {
-                match reaction {
-                    Reaction::Rediscover => group.coordinator = None,
-                    Reaction::Rejoin => {
-                        group.member.rejoin = Some(RebalanceCause::RebalanceInProgress)
-                    }
-                    Reaction::ResetAndRejoin => {
-                        group.member.rejoin = Some(RebalanceCause::MemberReset)
-                    }
-                    _ => {}
-                }
-                Err(error)
-            }
-        }
-    }
-
-    /// Commits the current positions in the background; the handle answers as `commit_sync`
-    /// would (without acting on a rebalance: the next poll learns of it from the heartbeat).
-    pub fn commit_async(&mut self) -> JoinHandle<Result<()>> {
-        let offsets = self.positions(None);
-        let cluster = self.cluster.clone();
-        let timeout = self.config.request_timeout;
-        let target = self.group.as_ref().map(|g| {
-            let request = offsets::commit_request(
-                &g.group_id,
-                g.member.generation,
-                &g.member.member_id,
-                g.config.group_instance_id.as_deref(),
-                &offsets,
-            );
-            (g.coordinator, request)
-        });
-        tokio::spawn(async move {
-            let Some((Some(coordinator), request)) = target else {
-                return Err(Error::broker(
-                    "OffsetCommit",
-                    codes::COORDINATOR_NOT_AVAILABLE,
-                    None,
-                ));
-            };
-            let connection = cluster.connection(coordinator).await?;
-            offsets::commit(&connection, &request, timeout)
-                .await
-                .map_err(|(_, e)| e)
-        })
-    }
-
-    /// Leaves the group (commits first when auto-commit is on). A static member does not
-    /// send LeaveGroup: its place waits for it until its session expires (Java's behaviour).
-    ///
-    /// # Errors
-    /// None that matter: leaving is best effort.
-    pub async fn close(mut self) -> Result<()> {
-        if self
-            .group
-            .as_ref()
-            .is_some_and(|g| g.config.enable_auto_commit && g.member.generation >= 0)
-        {
-            let _ = self.commit_sync().await;
-        }
-        let Some(mut group) = self.group.take() else {
-            return Ok(());
-        };
-        group.stop_heartbeat();
-        if group.config.group_instance_id.is_none()
-            && !group.member.member_id.is_empty()
-            && let Some(coordinator) = group.coordinator
-            && let Ok(connection) = self.cluster.connection(coordinator).await
-        {
-            heartbeat::leave(
-                &connection,
-                &group.identity(),
-                CLOSE_REASON,
-                self.config.request_timeout,
-            )
-            .await;
-        }
-        group.member.revoke_all(RebalanceCause::Close);
-        group.publish();
-        Ok(())
-    }
-
-    async fn group_coordinator(&mut self) -> Result<Arc<Connection>> {
+    pub(super) async fn group_coordinator(&mut self) -> Result<Arc<Connection>> {
         let group = self.group.as_mut().ok_or(Error::Closed)?;
         if let Some(broker) = group.coordinator {
             match self.cluster.connection(broker).await {
