@@ -205,10 +205,13 @@ async fn poll_interval_expiry_leaves_and_rejoins() {
     let node = NodeProcess::start(dir.path(), NODE);
     setup(&node, "slow", 2, 10).await;
     let fast = Member::start(consumer(&node, "g-slow", &[]), "slow");
-    let slow = Member::start(
-        consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]),
-        "slow",
-    );
+    let mut slow_consumer = consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]);
+    slow_consumer.subscribe(["slow"]).unwrap();
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let listener_log = heard.clone();
+    slow_consumer
+        .set_rebalance_listener(move |event| listener_log.lock().unwrap().push(event.clone()));
+    let slow = Member::start(slow_consumer, "slow");
     wait_for("split", 30, || {
         fast.assignment().len() == 1 && slow.assignment().len() == 1
     })
@@ -227,7 +230,9 @@ async fn poll_interval_expiry_leaves_and_rejoins() {
         "{events:?}"
     );
     fast.stop().await;
-    slow.stop().await;
+    let (_, seen) = slow.stop().await;
+    // The listener heard every change the drained queue holds, in the same order.
+    assert_eq!(*heard.lock().unwrap(), seen.events);
 }
 
 /// A static member (`group.instance.id`) closed and restarted within its session timeout sends
