@@ -15,6 +15,10 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+mod group;
+
+pub use group::{AssignmentStrategy, GroupConfig, GroupProtocol};
+
 /// A configuration problem, naming the property.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ConfigError {
@@ -393,7 +397,7 @@ pub enum AutoOffsetReset {
     None,
 }
 
-/// Consumer configuration (`ConsumerConfig`), the parts that work without groups.
+/// Consumer configuration (`ConsumerConfig`); the group part is [`GroupConfig`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerConfig {
     /// `bootstrap.servers`.
@@ -418,6 +422,8 @@ pub struct ConsumerConfig {
     pub retry_backoff: Duration,
     /// `isolation.level`, default read_uncommitted.
     pub isolation_level: crate::consumer::isolation::IsolationLevel,
+    /// Group membership, liveness clocks, auto-commit and assignors ([`GroupConfig`]).
+    pub group: GroupConfig,
 }
 
 impl Default for ConsumerConfig {
@@ -434,6 +440,7 @@ impl Default for ConsumerConfig {
             request_timeout: Duration::from_millis(30_000),
             retry_backoff: Duration::from_millis(100),
             isolation_level: crate::consumer::isolation::IsolationLevel::ReadUncommitted,
+            group: GroupConfig::default(),
         }
     }
 }
@@ -456,7 +463,11 @@ impl ConsumerConfig {
         properties: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ConsumerConfig> {
         let mut config = ConsumerConfig::default();
+        let mut seen = group::Explicit::default();
         for (key, value) in properties {
+            if config.group.set(&mut seen, key, value)? {
+                continue;
+            }
             match key {
                 "bootstrap.servers" => config.bootstrap_servers = parse_servers(key, value)?,
                 "client.id" => config.client_id = value.to_owned(),
@@ -495,6 +506,7 @@ impl ConsumerConfig {
                 key: "bootstrap.servers",
             });
         }
+        config.group.validate(&seen)?;
         Ok(config)
     }
 }

@@ -45,6 +45,12 @@ pub const VERSION_CEILINGS: &[(ApiKey, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 4),
     (ApiKey::DescribeQuorum, 2),
     (ApiKey::FindCoordinator, 4),
+    (ApiKey::JoinGroup, 9),
+    (ApiKey::SyncGroup, 5),
+    (ApiKey::Heartbeat, 4),
+    (ApiKey::LeaveGroup, 5),
+    (ApiKey::OffsetCommit, 8),
+    (ApiKey::OffsetFetch, 7),
     (ApiKey::AddPartitionsToTxn, 3),
     (ApiKey::AddOffsetsToTxn, 4),
     (ApiKey::TxnOffsetCommit, 5),
@@ -522,7 +528,9 @@ mod tests {
         assert_eq!(negotiate_version(ApiKey::Produce, 3, 13), Some(12));
         assert_eq!(negotiate_version(ApiKey::Produce, 3, 9), Some(9));
         assert_eq!(negotiate_version(ApiKey::Fetch, 13, 18), None);
-        assert_eq!(negotiate_version(ApiKey::JoinGroup, 0, 9), None);
+        assert_eq!(negotiate_version(ApiKey::JoinGroup, 0, 9), Some(9));
+        assert_eq!(negotiate_version(ApiKey::OffsetFetch, 1, 9), Some(7));
+        assert_eq!(negotiate_version(ApiKey::DescribeGroups, 0, 5), None);
     }
 
     /// A fake broker that answers requests in order after reading them all: proves requests

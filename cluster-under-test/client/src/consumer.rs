@@ -23,6 +23,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+pub mod group;
 pub mod isolation;
 mod positions;
 
@@ -104,6 +105,8 @@ pub struct Consumer {
     truncations: Vec<Truncation>,
     /// Leaders with fetches a poll stopped waiting for, since when (cleared by any answer).
     unanswered: HashMap<BrokerId, tokio::time::Instant>,
+    /// Group membership after `subscribe` (`group/coordinator.rs`); `None` with `assign`.
+    group: Option<Box<group::coordinator::GroupState>>,
 }
 
 impl Consumer {
@@ -131,6 +134,7 @@ impl Consumer {
             partitions: BTreeMap::new(),
             truncations: Vec::new(),
             unanswered: HashMap::new(),
+            group: None,
         }
     }
 
@@ -196,7 +200,15 @@ impl Consumer {
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let records = self.poll_once(deadline).await?;
+            // A subscribed consumer looks at its group at least every heartbeat interval.
+            self.group_poll(deadline).await?;
+            let step = match &self.group {
+                Some(_) => {
+                    deadline.min(tokio::time::Instant::now() + self.config.group.heartbeat_interval)
+                }
+                None => deadline,
+            };
+            let records = self.poll_once(step).await?;
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if !records.is_empty() || remaining.is_zero() {
                 return Ok(records);

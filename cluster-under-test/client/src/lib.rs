@@ -25,7 +25,8 @@
 //!   [`producer::sender`] (the background task).
 //! - [`consumer`]: assign, seek, poll, positions, truncation detection, with
 //!   [`consumer::isolation`] (`isolation.level`: read_committed's aborted-transaction
-//!   filtering, pure).
+//!   filtering, pure) and [`consumer::group`] (`subscribe`: classic groups, assignors,
+//!   heartbeats, the poll clock, committed offsets, rebalance events).
 //! - [`admin`]: create/describe topics, describe the quorum.
 //!
 //! ```text
@@ -56,6 +57,7 @@ pub mod producer;
 
 pub use admin::{Admin, NewTopic};
 pub use config::{Acks, AdminConfig, ConsumerConfig, ProducerConfig};
+pub use consumer::group::{RebalanceCause, RebalanceEvent};
 pub use consumer::{Consumer, ConsumerRecord, SeekTo};
 pub use error::{Error, Result};
 pub use ids::{

@@ -1,0 +1,312 @@
+//! Classic consumer groups of logjam-client against a real `logjam-node` process: two members
+//! split the partitions, a leaver's partitions move, a newcomer resumes from committed
+//! offsets, the poll clock makes a member leave and rejoin, a static member restarts without a
+//! rebalance, and cooperative-sticky keeps the partitions that did not move.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::NodeProcess;
+use logjam_client::consumer::group::{RebalanceCause, RebalanceEvent};
+use logjam_client::{Admin, Consumer, NewTopic, Producer, ProducerRecord, TopicPartition};
+
+const NODE: &str = "group.initial.rebalance.delay.ms=0\noffsets.topic.replication.factor=1\n\
+                    offsets.topic.num.partitions=3\ngroup.min.session.timeout.ms=1000";
+
+async fn setup(node: &NodeProcess, topic: &str, partitions: i32, records: usize) {
+    let admin = Admin::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
+    for (_, outcome) in admin
+        .create_topics(&[NewTopic::new(topic, partitions, 1)])
+        .await
+        .unwrap()
+    {
+        outcome.unwrap();
+    }
+    let producer =
+        Producer::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
+    let mut futures = Vec::new();
+    for i in 0..records {
+        let record = ProducerRecord::new(topic, Bytes::from(format!("v{i}")))
+            .with_partition((i % partitions as usize) as i32);
+        futures.push(producer.send(record).await.unwrap());
+    }
+    for future in futures {
+        future.await.unwrap();
+    }
+}
+
+fn consumer(node: &NodeProcess, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let bootstrap = node.bootstrap();
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "200"),
+        ("auto.commit.interval.ms", "200"),
+    ];
+    props.extend_from_slice(extra);
+    Consumer::from_properties(props).unwrap()
+}
+
+#[derive(Default)]
+struct Seen {
+    assignment: BTreeSet<TopicPartition>,
+    records: Vec<(TopicPartition, i64)>,
+    events: Vec<RebalanceEvent>,
+}
+
+/// A consumer polling in its own task until stopped; `pause_ms` makes it sleep once between
+/// polls (a slow processing step).
+struct Member {
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    pause_ms: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Consumer>,
+}
+
+impl Member {
+    fn start(mut consumer: Consumer, topic: &str) -> Member {
+        consumer.subscribe([topic]).unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pause_ms = Arc::new(AtomicU64::new(0));
+        let (s, st, p) = (seen.clone(), stop.clone(), pause_ms.clone());
+        let task = tokio::spawn(async move {
+            while !st.load(Ordering::SeqCst) {
+                let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
+                {
+                    let mut seen = s.lock().unwrap();
+                    seen.records
+                        .extend(records.into_iter().map(|r| (r.partition, r.offset.0)));
+                    seen.assignment = consumer.assignment().into_iter().collect();
+                    seen.events.extend(consumer.take_rebalance_events());
+                }
+                let pause = p.swap(0, Ordering::SeqCst);
+                if pause > 0 {
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+            }
+            consumer
+        });
+        Member {
+            seen,
+            stop,
+            pause_ms,
+            task,
+        }
+    }
+
+    fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.seen.lock().unwrap().assignment.clone()
+    }
+
+    fn events(&self) -> Vec<RebalanceEvent> {
+        self.seen.lock().unwrap().events.clone()
+    }
+
+    async fn stop(self) -> (Consumer, Seen) {
+        self.stop.store(true, Ordering::SeqCst);
+        let consumer = self.task.await.unwrap();
+        let seen = std::mem::take(&mut *self.seen.lock().unwrap());
+        (consumer, seen)
+    }
+}
+
+async fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn all(topic: &str, n: i32) -> BTreeSet<TopicPartition> {
+    (0..n).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
+/// Two members split four partitions with nothing shared; when one closes (LeaveGroup), the
+/// other gets all four; a third member of the group later resumes from the committed offsets
+/// instead of re-reading from the beginning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_split_a_leaver_moves_and_a_newcomer_resumes_from_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "split", 4, 400).await;
+    let a = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("a owns everything", 30, || {
+        a.assignment() == all("split", 4)
+    })
+    .await;
+    let b = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("a split", 30, || {
+        let (x, y) = (a.assignment(), b.assignment());
+        x.len() == 2 && y.len() == 2 && x.is_disjoint(&y)
+    })
+    .await;
+    let (consumer_b, _) = b.stop().await;
+    consumer_b.close().await.unwrap();
+    wait_for("a owns everything again", 30, || {
+        a.assignment() == all("split", 4)
+    })
+    .await;
+    wait_for("a read everything", 30, || {
+        a.seen
+            .lock()
+            .unwrap()
+            .records
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .len()
+            >= 400
+    })
+    .await;
+    let events = a.events();
+    assert!(events.iter().any(|e| !e.revoked.is_empty()), "{events:?}");
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].generation <= w[1].generation),
+        "{events:?}"
+    );
+    let (mut consumer_a, _) = a.stop().await;
+    consumer_a.commit_sync().await.unwrap();
+    consumer_a.close().await.unwrap();
+    // The newcomer starts at the committed offsets: it reads nothing old.
+    let c = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("c owns everything", 30, || {
+        c.assignment() == all("split", 4)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, seen) = c.stop().await;
+    assert!(
+        seen.records.is_empty(),
+        "re-read {} records",
+        seen.records.len()
+    );
+}
+
+/// The poll clock: a member that sleeps past `max.poll.interval.ms` between polls leaves the
+/// group (the other member takes everything) and rejoins at its next poll; its event names
+/// `poll-timeout`, not the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_interval_expiry_leaves_and_rejoins() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "slow", 2, 10).await;
+    let fast = Member::start(consumer(&node, "g-slow", &[]), "slow");
+    let mut slow_consumer = consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]);
+    slow_consumer.subscribe(["slow"]).unwrap();
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let listener_log = heard.clone();
+    slow_consumer
+        .set_rebalance_listener(move |event| listener_log.lock().unwrap().push(event.clone()));
+    let slow = Member::start(slow_consumer, "slow");
+    wait_for("split", 30, || {
+        fast.assignment().len() == 1 && slow.assignment().len() == 1
+    })
+    .await;
+    slow.pause_ms.store(4000, Ordering::SeqCst);
+    wait_for("fast owns both", 30, || fast.assignment().len() == 2).await;
+    wait_for("slow back", 30, || {
+        slow.assignment().len() == 1 && fast.assignment().len() == 1
+    })
+    .await;
+    let events = slow.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.cause == RebalanceCause::PollTimeout && !e.revoked.is_empty()),
+        "{events:?}"
+    );
+    fast.stop().await;
+    let (_, seen) = slow.stop().await;
+    // The listener heard every change the drained queue holds, in the same order.
+    assert_eq!(*heard.lock().unwrap(), seen.events);
+}
+
+/// A static member (`group.instance.id`) closed and restarted within its session timeout sends
+/// no LeaveGroup, so the other member sees no rebalance and the restarted one gets its old
+/// partition back in the same generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_restarts_without_a_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "static", 2, 10).await;
+    let a = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "a")]),
+        "static",
+    );
+    let b = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "b")]),
+        "static",
+    );
+    wait_for("split", 30, || {
+        a.assignment().len() == 1 && b.assignment().len() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let owned_b = b.assignment();
+    let a_events_before = a.events().len();
+    let (consumer_b, seen_b) = b.stop().await;
+    let generation = seen_b.events.last().unwrap().generation;
+    consumer_b.close().await.unwrap();
+    let b = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "b")]),
+        "static",
+    );
+    wait_for("b back", 30, || b.assignment() == owned_b).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        a.events().len(),
+        a_events_before,
+        "a rebalanced: {:?}",
+        a.events()
+    );
+    assert_eq!(b.events().last().unwrap().generation, generation);
+    a.stop().await;
+    b.stop().await;
+}
+
+/// cooperative-sticky: when a second member joins, the first never loses the partitions that
+/// stay with it (no event revokes them) and no partition is owned by both at any moment seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooperative_sticky_keeps_partitions_that_do_not_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "coop", 4, 10).await;
+    let coop = [("partition.assignment.strategy", "cooperative-sticky")];
+    let a = Member::start(consumer(&node, "g-coop", &coop), "coop");
+    wait_for("a owns everything", 30, || a.assignment() == all("coop", 4)).await;
+    let b = Member::start(consumer(&node, "g-coop", &coop), "coop");
+    wait_for("split", 30, || {
+        let (x, y) = (a.assignment(), b.assignment());
+        assert!(x.is_disjoint(&y), "{x:?} and {y:?} overlap");
+        x.len() == 2 && y.len() == 2
+    })
+    .await;
+    let kept = a.assignment();
+    let revoked: BTreeSet<TopicPartition> = a
+        .events()
+        .iter()
+        .flat_map(|e| e.revoked.iter().cloned())
+        .collect();
+    assert!(
+        revoked.is_disjoint(&kept),
+        "kept partitions were revoked: {:?}",
+        a.events()
+    );
+    assert_eq!(revoked.len(), 2, "{:?}", a.events());
+    a.stop().await;
+    b.stop().await;
+}
