@@ -368,6 +368,19 @@ fn two_members(canaries: &str) -> (Bytes, String, String) {
     let led = sync_with(&mut one, group, &m1, 2, &[(&m1, b"A"), (&m2, b"B")]);
     assert_eq!(&led.assignment[..], b"A");
     let second = joining.join().unwrap();
+    // Each member's host as Kafka shows it (`InetAddress.toString`): "/" and the peer's IP.
+    let described: DescribeGroupsResponse = exchange(
+        &mut one,
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+    );
+    let hosts: Vec<&str> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| m.client_host.as_str())
+        .collect();
+    assert_eq!(hosts, ["/127.0.0.1", "/127.0.0.1"], "{described:?}");
 
     // The second member goes silent; the first keeps heartbeating until the group notices.
     let mut cause = String::new();
@@ -410,3 +423,4 @@ fn canary_double_assign_gives_two_members_the_same_partitions() {
         "the canary gives the second member the leader's partitions"
     );
 }
+

@@ -15,10 +15,10 @@ use crate::api::offset_commit::valid_group_id;
 use crate::coordinator::group::GroupCoordinator;
 use crate::coordinator::group::classic::{JoinReply, JoinRequest};
 
-/// Answers one JoinGroup request from `client_id`.
+/// Answers one JoinGroup request from (client id, client host).
 pub async fn handle(
     groups: &GroupCoordinator,
-    client_id: &str,
+    (client_id, client_host): (&str, &str),
     request: &JoinGroupRequest,
     version: i16,
 ) -> JoinGroupResponse {
@@ -56,7 +56,7 @@ pub async fn handle(
                 request.rebalance_timeout_ms
             },
             client_id: client_id.to_owned(),
-            client_host: String::new(),
+            client_host: client_host.to_owned(),
             version,
             fresh_id: uuid::Uuid::new_v4().to_string(),
         };
