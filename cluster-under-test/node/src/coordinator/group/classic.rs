@@ -582,4 +582,6 @@ mod tests;
 mod types;
 
 pub use ops::{LeaveOutcome, SyncRequest};
-pub use types::{Cause, Effects, JoinReply, JoinRequest, Limits, Member, SyncReply};
+pub use types::{
+    Cause, Effects, JoinReply, JoinRequest, Limits, MAX_MEMBER_ID_BYTES, Member, SyncReply,
+};

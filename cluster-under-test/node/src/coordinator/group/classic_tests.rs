@@ -386,3 +386,17 @@ fn an_unused_member_id_expires_after_its_requests_session_timeout() {
     assert_eq!(done.joins.len(), 3);
     assert_eq!(group.generation, 2);
 }
+
+/// Regression test: the member id was the whole client id, a dash and a uuid, so a client id
+/// of 32 767 bytes (the most its INT16 string holds) made an id that neither the JoinGroup
+/// answer nor the group's record could carry.
+#[test]
+fn a_huge_client_id_makes_a_member_id_of_at_most_1024_bytes() {
+    let mut request = join("", None, "0123456789abcdef0123456789abcdef0123", b"s");
+    request.client_id = "é".repeat(20_000);
+    let id = request.new_member_id();
+    assert!(id.len() <= MAX_MEMBER_ID_BYTES, "{}", id.len());
+    assert!(id.len() > MAX_MEMBER_ID_BYTES - 2);
+    assert!(id.starts_with("éé") && id.ends_with("-0123456789abcdef0123456789abcdef0123"));
+    assert_eq!(join("", None, "u", b"s").new_member_id(), "c-u");
+}

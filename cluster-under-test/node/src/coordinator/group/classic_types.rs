@@ -93,6 +93,10 @@ pub struct Member {
     pub last_heartbeat_ms: i64,
 }
 
+/// The longest member id the coordinator hands out (and accepts: JoinGroup refuses a longer
+/// one as INVALID_REQUEST).
+pub const MAX_MEMBER_ID_BYTES: usize = 1024;
+
 /// What a JoinGroup carries.
 #[derive(Debug, Clone)]
 pub struct JoinRequest {
@@ -120,10 +124,17 @@ pub struct JoinRequest {
 
 impl JoinRequest {
     /// The member id a new member gets: its instance id (else its client id), a dash and the
-    /// fresh suffix, as Kafka forms them.
+    /// fresh suffix, as Kafka forms them, the prefix cut so the id is at most
+    /// [`MAX_MEMBER_ID_BYTES`]: a client id may be up to 32 767 bytes, and an id longer than
+    /// the INT16 strings of the JoinGroup answer and the group's record could not be written.
     pub fn new_member_id(&self) -> String {
         let prefix = self.instance_id.as_deref().unwrap_or(&self.client_id);
-        format!("{prefix}-{}", self.fresh_id)
+        let room = MAX_MEMBER_ID_BYTES.saturating_sub(self.fresh_id.len() + 1);
+        let mut cut = prefix.len().min(room);
+        while !prefix.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}-{}", &prefix[..cut], self.fresh_id)
     }
 
     /// The member id this request joins as.
