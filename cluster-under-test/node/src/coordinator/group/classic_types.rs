@@ -24,6 +24,9 @@ pub enum Cause {
     MetadataChange,
     /// The group was loaded by a new coordinator since its last rebalance.
     CoordinatorMoved,
+    /// The record of a generation's assignment could not be written (Kafka's
+    /// `resetAndPropagateAssignmentError`): its members got the write's error.
+    WriteFailed,
 }
 
 impl Cause {
@@ -37,6 +40,7 @@ impl Cause {
             Cause::StaticMemberReplaced => "static-member-replaced",
             Cause::MetadataChange => "metadata-change",
             Cause::CoordinatorMoved => "coordinator-moved",
+            Cause::WriteFailed => "write-failed",
         }
     }
 
@@ -199,4 +203,8 @@ pub struct Effects {
     pub persist: Option<GroupValue>,
     /// A rebalance started, and why.
     pub rebalance: Option<Cause>,
+    /// `persist` is the assignment of this generation: the members waiting in SyncGroup are
+    /// answered by [`ClassicGroup::assignment_written`](super::ClassicGroup::assignment_written)
+    /// once its write is acknowledged (or fails).
+    pub assignment: Option<i32>,
 }
