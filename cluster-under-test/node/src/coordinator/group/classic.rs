@@ -551,6 +551,31 @@ impl ClassicGroup {
         }
     }
 
+    /// DeleteGroups' first step: an Empty group becomes Dead, so a JoinGroup arriving before
+    /// the tombstones land is answered COORDINATOR_NOT_AVAILABLE instead of joining a group
+    /// about to be deleted.
+    ///
+    /// # Errors
+    /// `NON_EMPTY_GROUP` for a group with members or a rebalance, `GROUP_ID_NOT_FOUND` for
+    /// one already being deleted.
+    pub fn begin_delete(&mut self) -> Result<(), ResponseError> {
+        match self.state {
+            GroupState::Empty => {
+                self.state = GroupState::Dead;
+                Ok(())
+            }
+            GroupState::Dead => Err(ResponseError::GroupIdNotFound),
+            _ => Err(ResponseError::NonEmptyGroup),
+        }
+    }
+
+    /// The tombstones could not be written: the group is Empty again.
+    pub fn abort_delete(&mut self) {
+        if self.state == GroupState::Dead {
+            self.state = GroupState::Empty;
+        }
+    }
+
     /// Kafka's vote: among the protocols every member supports, each member votes for its
     /// first preference; the most votes win (ties to the earliest in the leader's order).
     fn select_protocol(&self) -> Option<String> {

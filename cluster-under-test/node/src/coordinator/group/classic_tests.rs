@@ -473,6 +473,25 @@ fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
     assert_eq!(group.state, GroupState::PreparingRebalance);
 }
 
+/// Regression test: DeleteGroups checked "Empty" and wrote its tombstones in two steps, so a
+/// JoinGroup in between joined a group being deleted; the group is Dead meanwhile.
+#[test]
+fn a_group_being_deleted_refuses_joins_and_is_restored_if_the_delete_fails() {
+    let mut group = ClassicGroup::new(LIMITS);
+    assert_eq!(group.begin_delete(), Ok(()));
+    assert_eq!(group.begin_delete(), Err(E::GroupIdNotFound));
+    let joined = group.join(&join("", None, "a", b"s"), 0);
+    assert_eq!(joined.joins[0].1.error, Some(E::CoordinatorNotAvailable));
+    assert!(group.members.is_empty() && group.pending.is_empty());
+    group.abort_delete();
+    assert_eq!(group.state, GroupState::Empty);
+    assert_eq!(
+        group.join(&join("", None, "a", b"s"), 0).joins[0].1.error,
+        Some(E::MemberIdRequired)
+    );
+    assert_eq!(stable_pair().begin_delete(), Err(E::NonEmptyGroup));
+}
+
 /// Regression test: the member id was the whole client id, a dash and a uuid, so a client id
 /// of 32 767 bytes (the most its INT16 string holds) made an id that neither the JoinGroup
 /// answer nor the group's record could carry.
