@@ -88,9 +88,12 @@ async fn still_serves(broker: &Broker) {
             frame(ApiKey::Metadata, 12, &MetadataRequest::default()),
         ),
     ] {
-        let outcome = tokio::time::timeout(Duration::from_secs(5), handle_frame(broker, request))
-            .await
-            .unwrap_or_else(|_| panic!("{key:?} took over 5 s after the fuzz inputs"));
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(5),
+            handle_frame(broker, "/127.0.0.1", request),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{key:?} took over 5 s after the fuzz inputs"));
         let FrameOutcome::Respond(response) = outcome else {
             panic!("{key:?} went unanswered after the fuzz inputs: {outcome:?}");
         };
@@ -105,7 +108,8 @@ fuzz_target!(|data: &[u8]| {
     let node = node();
     let frame = Bytes::copy_from_slice(data);
     node.runtime.block_on(async {
-        let _ = tokio::time::timeout(PATIENCE, handle_frame(&node.broker, frame)).await;
+        let _ =
+            tokio::time::timeout(PATIENCE, handle_frame(&node.broker, "/127.0.0.1", frame)).await;
         if node.inputs.fetch_add(1, Ordering::Relaxed) % 512 == 0 {
             still_serves(&node.broker).await;
         }

@@ -58,6 +58,7 @@ pub enum Reply {
 pub async fn dispatch(
     broker: &Broker,
     header: &RequestHeader,
+    client_host: &str,
     version: i16,
     request: RequestKind,
 ) -> Reply {
@@ -149,7 +150,8 @@ pub async fn dispatch(
         RequestKind::JoinGroup(request) => {
             let client_id = header.client_id.as_deref().unwrap_or_default();
             ResponseKind::JoinGroup(
-                join_group::handle(broker.groups(), client_id, &request, version).await,
+                join_group::handle(broker.groups(), (client_id, client_host), &request, version)
+                    .await,
             )
         }
         RequestKind::SyncGroup(request) => {

@@ -85,7 +85,8 @@ async fn unsupported_api_versions_version_is_answered_with_v0() {
     let broker = Broker::open(config(dir.path(), 0, "")).unwrap();
     let mut frame = request_frame(ApiKey::ApiVersions, 3, 77, &ApiVersionsRequest::default());
     frame[6..8].copy_from_slice(&99i16.to_be_bytes());
-    let FrameOutcome::Respond(response) = handle_frame(&broker, frame.freeze().slice(4..)).await
+    let FrameOutcome::Respond(response) =
+        handle_frame(&broker, "/127.0.0.1", frame.freeze().slice(4..)).await
     else {
         panic!("ApiVersions must be answered");
     };

@@ -378,13 +378,13 @@ fn shared() -> &'static (tempfile::TempDir, Arc<Broker>, tokio::runtime::Runtime
 async fn assert_still_serving(broker: &Broker) {
     let frames = valid_frames();
     let versions: ApiVersionsResponse = decode(
-        handle_frame(broker, frames[0].clone()).await,
+        handle_frame(broker, "/127.0.0.1", frames[0].clone()).await,
         ApiKey::ApiVersions,
         3,
     );
     assert_eq!(versions.error_code, 0);
     let produced: ProduceResponse = decode(
-        handle_frame(broker, frames[3].clone()).await,
+        handle_frame(broker, "/127.0.0.1", frames[3].clone()).await,
         ApiKey::Produce,
         9,
     );
@@ -409,7 +409,11 @@ async fn assert_still_serving(broker: &Broker) {
     let frame = request_frame(ApiKey::Fetch, 12, 5, &fetch)
         .freeze()
         .slice(4..);
-    let fetched: FetchResponse = decode(handle_frame(broker, frame).await, ApiKey::Fetch, 12);
+    let fetched: FetchResponse = decode(
+        handle_frame(broker, "/127.0.0.1", frame).await,
+        ApiKey::Fetch,
+        12,
+    );
     let data = &fetched.responses[0].partitions[0];
     assert_eq!(data.error_code, 0, "valid fetch refused: {data:?}");
     let mut records = data.records.clone().unwrap_or_default();
@@ -511,7 +515,7 @@ proptest! {
         let frame = mutate(&valid_frames()[which], &mutations);
         runtime.block_on(async {
             // A mutated Fetch may legitimately long-poll for days: bound the wait, not the outcome.
-            let _ = tokio::time::timeout(PATIENCE, handle_frame(broker, frame)).await;
+            let _ = tokio::time::timeout(PATIENCE, handle_frame(broker, "/127.0.0.1", frame)).await;
             assert_still_serving(broker).await;
         });
     }
@@ -533,7 +537,7 @@ proptest! {
         }
         frame.extend_from_slice(&body);
         runtime.block_on(async {
-            let _ = tokio::time::timeout(PATIENCE, handle_frame(broker, Bytes::from(frame))).await;
+            let _ = tokio::time::timeout(PATIENCE, handle_frame(broker, "/127.0.0.1", Bytes::from(frame))).await;
             assert_still_serving(broker).await;
         });
     }
@@ -554,7 +558,7 @@ async fn huge_array_length_does_not_abort() {
     );
     let length_at = frame.len() - 4;
     frame[length_at..].copy_from_slice(&i32::MAX.to_be_bytes());
-    let outcome = handle_frame(&broker, frame.freeze().slice(4..)).await;
+    let outcome = handle_frame(&broker, "/127.0.0.1", frame.freeze().slice(4..)).await;
     assert!(matches!(outcome, FrameOutcome::Close(_)), "{outcome:?}");
     assert_still_serving(&broker).await;
 }

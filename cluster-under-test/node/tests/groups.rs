@@ -205,6 +205,14 @@ fn offsets_committed_fetched_refused_and_kept_across_failover() {
         .expect("__consumer_offsets exists");
     assert_eq!(topic.partitions.len(), 50);
     assert!(topic.partitions.iter().all(|p| p.replica_nodes.len() == 3));
+    // Metadata marks it internal, as Kafka's `Topic.isInternal`; a data topic is not.
+    assert!(topic.is_internal);
+    let data = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(DATA))
+        .expect("the data topic exists");
+    assert!(!data.is_internal);
     // Only the coordinators write it: a client's produce is INVALID_TOPIC_EXCEPTION (17) at
     // any node, as Kafka's "Cannot append to internal topic".
     // (A node that has not applied the topic's creation yet knows no such topic: 3.)

@@ -368,6 +368,19 @@ fn two_members(canaries: &str) -> (Bytes, String, String) {
     let led = sync_with(&mut one, group, &m1, 2, &[(&m1, b"A"), (&m2, b"B")]);
     assert_eq!(&led.assignment[..], b"A");
     let second = joining.join().unwrap();
+    // Each member's host as Kafka shows it (`InetAddress.toString`): "/" and the peer's IP.
+    let described: DescribeGroupsResponse = exchange(
+        &mut one,
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+    );
+    let hosts: Vec<&str> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| m.client_host.as_str())
+        .collect();
+    assert_eq!(hosts, ["/127.0.0.1", "/127.0.0.1"], "{described:?}");
 
     // The second member goes silent; the first keeps heartbeating until the group notices.
     let mut cause = String::new();
@@ -409,4 +422,90 @@ fn canary_double_assign_gives_two_members_the_same_partitions() {
         b"A",
         "the canary gives the second member the leader's partitions"
     );
+}
+
+/// A JoinGroup v5 whose header carries `client_id`.
+fn join_from_client(
+    stream: &mut TcpStream,
+    client_id: &str,
+    group: &str,
+    member: &str,
+) -> JoinGroupResponse {
+    use bytes::{Buf, BufMut, BytesMut};
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use std::io::Write;
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_member_id(text(member))
+        .with_protocol_type(text("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default()
+                .with_name(text("range"))
+                .with_metadata(Bytes::from_static(b"sub")),
+        ]);
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::JoinGroup as i16)
+        .with_request_api_version(5)
+        .with_correlation_id(7)
+        .with_client_id(Some(text(client_id)))
+        .encode(&mut buf, ApiKey::JoinGroup.request_header_version(5))
+        .unwrap();
+    request.encode(&mut buf, 5).unwrap();
+    let length = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&length.to_be_bytes());
+    stream.write_all(&buf).unwrap();
+    let mut response = common::read_frame(stream).expect("the node answered the JoinGroup");
+    ResponseHeader::decode(&mut response, ApiKey::JoinGroup.response_header_version(5)).unwrap();
+    let body = JoinGroupResponse::decode(&mut response, 5).unwrap();
+    assert_eq!(response.remaining(), 0);
+    body
+}
+
+/// Regression test: the member id was the whole client id, a dash and a uuid; with a client
+/// id of 32 767 bytes (the most a request header's INT16 string carries; Kafka's own bound,
+/// so a 40 000-byte one cannot be sent at all) neither the JoinGroup answer nor the group's
+/// record could hold it, and the node dropped the connection. The id is now cut to 1 024
+/// bytes and the group settles and is written.
+#[test]
+fn a_member_with_the_largest_client_id_joins_syncs_and_is_written() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(root.path(), 1, SETTINGS);
+    let address = cluster.nodes[0].address;
+    let group = "huge-client";
+    find(address, group);
+    let client_id = "c".repeat(i16::MAX as usize);
+    let mut stream = connect(address);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let asked = loop {
+        let asked = join_from_client(&mut stream, &client_id, group, "");
+        if !matches!(asked.error_code, 14 | 16) || Instant::now() > deadline {
+            break asked;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(asked.error_code, 79, "MEMBER_ID_REQUIRED");
+    let member = asked.member_id.to_string();
+    assert!(
+        member.len() <= 1024 && member.starts_with("ccc"),
+        "{}",
+        member.len()
+    );
+    let joined = join_from_client(&mut stream, &client_id, group, &member);
+    assert_eq!((joined.error_code, joined.generation_id), (0, 1));
+    let synced = sync(&mut stream, group, &member, 1);
+    assert_eq!(synced.error_code, 0, "the generation's record was written");
+    let described: DescribeGroupsResponse = exchange(
+        &mut stream,
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+    );
+    let described = &described.groups[0];
+    assert_eq!(described.group_state.as_str(), "Stable");
+    assert_eq!(described.members[0].client_id.len(), client_id.len());
 }

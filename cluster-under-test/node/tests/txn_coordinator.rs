@@ -187,6 +187,10 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
         .expect("__transaction_state exists");
     assert_eq!(topic.partitions.len(), 50);
     assert!(topic.partitions.iter().all(|p| p.replica_nodes.len() == 3));
+    assert!(
+        topic.is_internal,
+        "Metadata marks __transaction_state internal"
+    );
     let index = partition_for(id);
     let leader = topic
         .partitions

@@ -5,7 +5,8 @@
 //!
 //! logjam's addition: the cause of the group's last rebalance, in the seed's terms
 //! (`session-timeout`, `poll-timeout`, `join`, `leave`, `static-member-replaced`,
-//! `metadata-change`, `coordinator-moved`), in the tagged field [`CAUSE_TAG`] of the described
+//! `metadata-change`, `coordinator-moved`, and `write-failed` when a generation's assignment
+//! could not be written), in the tagged field [`CAUSE_TAG`] of the described
 //! group (flexible versions, v5): Kafka clients skip unknown tags; a logjam admin call reads it.
 
 use bytes::Bytes;

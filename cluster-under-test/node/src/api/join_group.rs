@@ -13,12 +13,12 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::api::offset_commit::valid_group_id;
 use crate::coordinator::group::GroupCoordinator;
-use crate::coordinator::group::classic::{JoinReply, JoinRequest};
+use crate::coordinator::group::classic::{JoinReply, JoinRequest, MAX_MEMBER_ID_BYTES};
 
-/// Answers one JoinGroup request from `client_id`.
+/// Answers one JoinGroup request from (client id, client host).
 pub async fn handle(
     groups: &GroupCoordinator,
-    client_id: &str,
+    (client_id, client_host): (&str, &str),
     request: &JoinGroupRequest,
     version: i16,
 ) -> JoinGroupResponse {
@@ -30,7 +30,7 @@ pub async fn handle(
         .as_ref()
         .is_some_and(|id| id.is_empty() || id.len() > 249)
         || request.protocol_type.len() > 249
-        || member_id.len() > 1024
+        || member_id.len() > MAX_MEMBER_ID_BYTES
         || request.protocols.iter().any(|p| p.name.len() > 249);
     let reply = if !valid_group_id(&request.group_id) {
         JoinReply::error(ResponseError::InvalidGroupId, &member_id)
@@ -56,7 +56,7 @@ pub async fn handle(
                 request.rebalance_timeout_ms
             },
             client_id: client_id.to_owned(),
-            client_host: String::new(),
+            client_host: client_host.to_owned(),
             version,
             fresh_id: uuid::Uuid::new_v4().to_string(),
         };

@@ -162,6 +162,7 @@ fn describe(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic 
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_topic_id(topic.id)
+        .with_is_internal(crate::coordinator::internal_topic::is_internal(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }

@@ -48,8 +48,9 @@ fn is_supported(key: ApiKey, version: i16) -> bool {
     versions::serves(versions::CLIENT_APIS, key, version)
 }
 
-/// Handles one request frame (without its 4-byte length prefix).
-pub async fn handle_frame(broker: &Broker, frame: Bytes) -> FrameOutcome {
+/// Handles one request frame (without its 4-byte length prefix) from `client_host` (the
+/// peer as Kafka shows it: "/" and its IP).
+pub async fn handle_frame(broker: &Broker, client_host: &str, frame: Bytes) -> FrameOutcome {
     let Some(request) = decode_request(frame) else {
         return FrameOutcome::Close("malformed request");
     };
@@ -83,7 +84,7 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> FrameOutcome {
                 correlation_id = header.correlation_id,
                 "request"
             );
-            match handlers::dispatch(broker, &header, version, *body).await {
+            match handlers::dispatch(broker, &header, client_host, version, *body).await {
                 Reply::Respond(response) => {
                     encode_response(key, version, header.correlation_id, &response).map_or(
                         FrameOutcome::Close("response encoding failed"),

@@ -155,7 +155,7 @@ async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::R
                 Ok((stream, peer)) => {
                     let broker = Arc::clone(&broker);
                     tasks.spawn(async move {
-                        if let Err(error) = connection(&broker, stream).await {
+                        if let Err(error) = connection(&broker, stream, peer).await {
                             tracing::debug!(%peer, %error, "connection ended with an error");
                         }
                     });
@@ -173,9 +173,11 @@ async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stopped: watch::R
     tasks.shutdown().await;
 }
 
-/// Serves one client connection until it closes or sends something unacceptable.
-async fn connection(broker: &Broker, stream: TcpStream) -> std::io::Result<()> {
+/// Serves one client connection from `peer` until it closes or sends something unacceptable.
+async fn connection(broker: &Broker, stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    // The client's host as Kafka shows it (Java's `InetAddress.toString`: "/" and the IP).
+    let client_host = format!("/{}", peer.ip());
     let (mut reader, writer) = stream.into_split();
     let mut writer = BufWriter::new(writer);
     let max_bytes = broker.config().socket_request_max_bytes;
@@ -199,7 +201,7 @@ async fn connection(broker: &Broker, stream: TcpStream) -> std::io::Result<()> {
         }
         let mut frame = BytesMut::zeroed(size);
         reader.read_exact(&mut frame).await?;
-        match handle_frame(broker, frame.freeze()).await {
+        match handle_frame(broker, &client_host, frame.freeze()).await {
             FrameOutcome::Respond(response) => {
                 writer.write_all(&response).await?;
                 writer.flush().await?;

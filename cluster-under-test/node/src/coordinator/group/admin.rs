@@ -5,7 +5,8 @@
 
 use kafka_protocol::ResponseError;
 
-use crate::coordinator::group::shard::{group_record, offset_tombstone};
+use crate::coordinator::group::members::write_in_turn;
+use crate::coordinator::group::shard::{GroupShard, group_record, offset_tombstone};
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
 use crate::coordinator::txn::append_error;
 use crate::coordinator::txn_offsets::GroupState;
@@ -66,24 +67,32 @@ impl GroupCoordinator {
         if state != GroupState::Empty {
             return Err(ResponseError::NonEmptyGroup);
         }
+        // Checked and marked Dead in one step, so no JoinGroup slips in between "the group is
+        // empty" and its tombstones; its turn puts the tombstones after every write of the
+        // group decided before.
+        let turn = self.with_group(group_id, |live, _| {
+            live.group.begin_delete().map(|()| live.take_turn())
+        })??;
         let index = self.partition_of(group_id);
-        self.runtime
-            .write(index, WRITE_TIMEOUT, |shard| {
-                let mut records: Vec<_> = shard
-                    .get(group_id)
-                    .map(|entry| {
-                        entry
-                            .offsets
-                            .keys()
-                            .map(|(topic, partition)| offset_tombstone(group_id, topic, *partition))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                records.push(group_record(group_id, None));
-                Ok((records, ()))
-            })
-            .await
-            .map_err(append_error)?;
+        let id = group_id.to_owned();
+        let records = move |shard: &GroupShard| {
+            let mut records: Vec<_> = shard
+                .get(&id)
+                .map(|entry| {
+                    entry
+                        .offsets
+                        .keys()
+                        .map(|(topic, partition)| offset_tombstone(&id, topic, *partition))
+                        .collect()
+                })
+                .unwrap_or_default();
+            records.push(group_record(&id, None));
+            records
+        };
+        if let Err(error) = write_in_turn(&self.runtime, index, turn, records).await {
+            let _ = self.with_group(group_id, |live, _| live.group.abort_delete());
+            return Err(error);
+        }
         self.live().remove(group_id);
         tracing::info!(group = group_id, "group deleted");
         Ok(())

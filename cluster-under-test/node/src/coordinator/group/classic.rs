@@ -40,6 +40,11 @@ pub struct ClassicGroup {
     pub initial_delay: Option<(i64, i64)>,
     /// When the CompletingRebalance phase ends without all syncs (ms).
     pub sync_deadline_ms: Option<i64>,
+    /// The generation whose assignment is being written (CompletingRebalance until it is).
+    pub assignment_pending: Option<i32>,
+    /// Members given this generation that have not sent SyncGroup yet (Kafka's pending-sync
+    /// members): removed when `sync_deadline_ms` passes, even once the group is Stable.
+    pub pending_sync: std::collections::BTreeSet<String>,
     /// The cause of the last rebalance.
     pub last_cause: Option<Cause>,
     /// Loaded by this coordinator from the log, no rebalance since.
@@ -61,6 +66,8 @@ impl ClassicGroup {
             join_deadline_ms: None,
             initial_delay: None,
             sync_deadline_ms: None,
+            assignment_pending: None,
+            pending_sync: Default::default(),
             last_cause: None,
             moved: false,
             limits,
@@ -458,6 +465,8 @@ impl ClassicGroup {
             self.join_deadline_ms = Some(now + timeout);
         }
         self.sync_deadline_ms = None;
+        self.assignment_pending = None;
+        self.pending_sync.clear();
         self.state = GroupState::PreparingRebalance;
         self.last_cause = Some(cause);
         effects.rebalance = Some(cause);
@@ -530,6 +539,7 @@ impl ClassicGroup {
             .filter(|(_, m)| m.awaiting_join)
             .map(|(id, _)| id.clone())
             .collect();
+        self.pending_sync = ids.iter().cloned().collect();
         for id in ids {
             let is_leader = self.leader.as_deref() == Some(id.as_str());
             let reply = self.join_reply(&id, is_leader);
@@ -538,6 +548,31 @@ impl ClassicGroup {
                 member.last_heartbeat_ms = now;
             }
             effects.joins.push((id, reply));
+        }
+    }
+
+    /// DeleteGroups' first step: an Empty group becomes Dead, so a JoinGroup arriving before
+    /// the tombstones land is answered COORDINATOR_NOT_AVAILABLE instead of joining a group
+    /// about to be deleted.
+    ///
+    /// # Errors
+    /// `NON_EMPTY_GROUP` for a group with members or a rebalance, `GROUP_ID_NOT_FOUND` for
+    /// one already being deleted.
+    pub fn begin_delete(&mut self) -> Result<(), ResponseError> {
+        match self.state {
+            GroupState::Empty => {
+                self.state = GroupState::Dead;
+                Ok(())
+            }
+            GroupState::Dead => Err(ResponseError::GroupIdNotFound),
+            _ => Err(ResponseError::NonEmptyGroup),
+        }
+    }
+
+    /// The tombstones could not be written: the group is Empty again.
+    pub fn abort_delete(&mut self) {
+        if self.state == GroupState::Dead {
+            self.state = GroupState::Empty;
         }
     }
 
@@ -582,4 +617,6 @@ mod tests;
 mod types;
 
 pub use ops::{LeaveOutcome, SyncRequest};
-pub use types::{Cause, Effects, JoinReply, JoinRequest, Limits, Member, SyncReply};
+pub use types::{
+    Cause, Effects, JoinReply, JoinRequest, Limits, MAX_MEMBER_ID_BYTES, Member, SyncReply,
+};

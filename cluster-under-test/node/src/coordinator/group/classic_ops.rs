@@ -1,7 +1,8 @@
 //! [`ClassicGroup`]'s SyncGroup, Heartbeat, LeaveGroup and the clocks ([`ClassicGroup::tick`]):
 //! session expiry, the end of a join phase (rebalance timeout or initial delay), a sync phase
-//! the leader never completed, and member ids handed out but never used. Pure, like
-//! `classic.rs`.
+//! the leader never completed, members that never sent SyncGroup (Kafka's pending-sync
+//! timeout), and member ids handed out but never used; the outcome of an assignment's write
+//! ([`ClassicGroup::assignment_written`]). Pure, like `classic.rs`.
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -65,6 +66,10 @@ impl ClassicGroup {
         if let Some(member) = self.members.get_mut(&id) {
             member.last_heartbeat_ms = now;
         }
+        self.pending_sync.remove(&id);
+        if self.pending_sync.is_empty() && self.state == GroupState::Stable {
+            self.sync_deadline_ms = None;
+        }
         if self.state == GroupState::Stable {
             let assignment = self
                 .members
@@ -78,7 +83,7 @@ impl ClassicGroup {
         if let Some(member) = self.members.get_mut(&id) {
             member.awaiting_sync = true;
         }
-        if self.leader.as_deref() == Some(id.as_str()) {
+        if self.leader.as_deref() == Some(id.as_str()) && self.assignment_pending.is_none() {
             for member in self.members.values_mut() {
                 member.assignment = request
                     .assignments
@@ -99,16 +104,58 @@ impl ClassicGroup {
                     member.assignment = assignment;
                 }
             }
-            self.state = GroupState::Stable;
-            self.sync_deadline_ms = None;
+            // As Kafka: the group stays CompletingRebalance and nobody is answered until the
+            // assignment's record is written ([`ClassicGroup::assignment_written`]).
+            self.assignment_pending = Some(self.generation);
             effects.persist = Some(self.to_value(now));
-            for member in self.members.values_mut() {
-                if member.awaiting_sync {
-                    member.awaiting_sync = false;
-                    effects
-                        .syncs
-                        .push((member.member_id.clone(), Ok(member.assignment.clone())));
+            effects.assignment = Some(self.generation);
+        }
+        effects
+    }
+
+    /// The write of `generation`'s assignment finished with `written`. Written: the group is
+    /// Stable and every member waiting in SyncGroup gets its assignment. Failed (Kafka's
+    /// `resetAndPropagateAssignmentError`): they get the write's error, the assignments are
+    /// cleared and the group rebalances (`write-failed`). Nothing, when the group moved on.
+    pub fn assignment_written(
+        &mut self,
+        generation: i32,
+        written: Result<(), ResponseError>,
+        now: i64,
+    ) -> Effects {
+        let mut effects = Effects::default();
+        if self.state != GroupState::CompletingRebalance
+            || self.generation != generation
+            || self.assignment_pending != Some(generation)
+        {
+            return effects;
+        }
+        self.assignment_pending = None;
+        match written {
+            Ok(()) => {
+                self.state = GroupState::Stable;
+                if self.pending_sync.is_empty() {
+                    self.sync_deadline_ms = None;
                 }
+                for member in self.members.values_mut() {
+                    if member.awaiting_sync {
+                        member.awaiting_sync = false;
+                        effects
+                            .syncs
+                            .push((member.member_id.clone(), Ok(member.assignment.clone())));
+                    }
+                }
+            }
+            Err(error) => {
+                for member in self.members.values_mut() {
+                    member.assignment = Bytes::new();
+                    if member.awaiting_sync {
+                        member.awaiting_sync = false;
+                        effects.syncs.push((member.member_id.clone(), Err(error)));
+                    }
+                }
+                self.prepare_rebalance(Cause::WriteFailed, now, &mut effects);
+                self.maybe_complete_join(now, &mut effects);
             }
         }
         effects
@@ -202,6 +249,7 @@ impl ClassicGroup {
                     .push((id.to_owned(), Err(ResponseError::UnknownMemberId)));
             }
         }
+        self.pending_sync.remove(id);
         if self.leader.as_deref() == Some(id) {
             self.leader = None;
         }
@@ -258,6 +306,19 @@ impl ClassicGroup {
             }
             self.prepare_rebalance(Cause::SessionTimeout, now, &mut effects);
             self.maybe_complete_join(now, &mut effects);
+        } else if self.state == GroupState::Stable
+            && !self.pending_sync.is_empty()
+            && self
+                .sync_deadline_ms
+                .is_some_and(|deadline| now >= deadline)
+        {
+            // Kafka's pending-sync timeout: a member given the generation that never sent
+            // SyncGroup within the rebalance timeout is removed, and the group rebalances.
+            let unsynced: Vec<String> = self.pending_sync.iter().cloned().collect();
+            for id in &unsynced {
+                self.remove_member(id, &mut effects);
+            }
+            self.member_gone(Cause::SessionTimeout, now, &mut effects);
         }
         effects
     }

@@ -87,8 +87,13 @@ fn stable_pair() -> ClassicGroup {
         3_500,
         false,
     );
+    // Nobody is answered before the assignment's record is written.
+    assert!(synced.syncs.is_empty());
+    assert_eq!(synced.assignment, Some(1));
+    assert_eq!(group.state, GroupState::CompletingRebalance);
+    let written = group.assignment_written(1, Ok(()), 3_510);
     assert_eq!(group.state, GroupState::Stable);
-    let mut syncs = synced.syncs.clone();
+    let mut syncs = written.syncs.clone();
     syncs.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         syncs,
@@ -233,6 +238,7 @@ fn a_static_member_restarts_without_a_rebalance_and_its_old_id_is_fenced() {
         3_100,
         false,
     );
+    group.assignment_written(1, Ok(()), 3_100);
     assert_eq!(group.state, GroupState::Stable);
     // i2 restarts: a new member id, same protocols; no rebalance.
     let rejoined = group.join(&join("", Some("i2"), "z", b"s"), 4_000);
@@ -282,11 +288,12 @@ fn the_double_assign_canary_gives_the_leaders_partitions_to_another_member() {
     group.join(&join("", Some("i2"), "y", b"s"), 0);
     group.tick(3_000);
     group.sync(&sync("i2-y", 1, &[]), 3_100, true);
-    let synced = group.sync(
+    group.sync(
         &sync("i1-x", 1, &[("i1-x", b"a"), ("i2-y", b"b")]),
         3_100,
         true,
     );
+    let synced = group.assignment_written(1, Ok(()), 3_100);
     assert!(
         synced
             .syncs
@@ -318,6 +325,7 @@ fn an_absent_static_member_keeps_its_place_until_its_session_expires() {
         3_100,
         false,
     );
+    group.assignment_written(1, Ok(()), 3_100);
     // A new dynamic member joins; i1 rejoins, i2 (killed) does not.
     group.join(&join("", None, "d", b"s"), 4_000);
     group.join(&join("c-d", None, "", b"s"), 4_000);
@@ -351,6 +359,7 @@ fn a_join_phase_with_only_absent_static_members_is_extended() {
     group.join(&long, 0);
     assert_eq!(group.tick(3_000).joins.len(), 1);
     group.sync(&sync("i1-x", 1, &[("i1-x", b"a")]), 3_100, false);
+    group.assignment_written(1, Ok(()), 3_100);
     // A dynamic member asks for an id, then never comes back; i1 never rejoins either.
     group.join(&join("", None, "d", b"s"), 4_000);
     group.join(&join("c-d", None, "", b"s"), 4_000);
@@ -385,4 +394,114 @@ fn an_unused_member_id_expires_after_its_requests_session_timeout() {
     let done = group.tick(15_001);
     assert_eq!(done.joins.len(), 3);
     assert_eq!(group.generation, 2);
+}
+
+/// Regression test: the leader's SyncGroup was answered (and the group Stable) before the
+/// assignment's record was written, and a failed write left the group Stable with an
+/// assignment nobody could load; Kafka propagates the write's error to every waiting member
+/// and rebalances (`resetAndPropagateAssignmentError`).
+#[test]
+fn a_failed_assignment_write_answers_its_error_to_every_waiting_member_and_rebalances() {
+    let mut group = ClassicGroup::new(LIMITS);
+    group.join(&join("", Some("i1"), "x", b"s"), 0);
+    group.join(&join("", Some("i2"), "y", b"s"), 0);
+    group.tick(3_000);
+    assert!(
+        group
+            .sync(&sync("i2-y", 1, &[]), 3_100, false)
+            .syncs
+            .is_empty()
+    );
+    let led = group.sync(
+        &sync("i1-x", 1, &[("i1-x", b"a"), ("i2-y", b"b")]),
+        3_100,
+        false,
+    );
+    assert!(led.syncs.is_empty() && led.persist.is_some());
+    // A late follower's sync while the write is under way waits too.
+    assert_eq!(group.state, GroupState::CompletingRebalance);
+    // A stale outcome (another generation) changes nothing.
+    assert_eq!(
+        group.assignment_written(7, Err(E::NotCoordinator), 3_150),
+        Effects::default()
+    );
+    let failed = group.assignment_written(1, Err(E::CoordinatorNotAvailable), 3_200);
+    let mut syncs = failed.syncs.clone();
+    syncs.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        syncs,
+        vec![
+            ("i1-x".to_owned(), Err(E::CoordinatorNotAvailable)),
+            ("i2-y".to_owned(), Err(E::CoordinatorNotAvailable))
+        ]
+    );
+    assert_eq!(failed.rebalance, Some(Cause::WriteFailed));
+    assert_eq!(group.state, GroupState::PreparingRebalance);
+    assert_eq!(group.last_cause.map(Cause::name), Some("write-failed"));
+    assert!(group.members.values().all(|m| m.assignment.is_empty()));
+    // A success arriving after that is stale.
+    assert_eq!(
+        group.assignment_written(1, Ok(()), 3_300),
+        Effects::default()
+    );
+}
+
+/// Regression test: a member given the generation that never sends SyncGroup was kept once
+/// the leader's sync made the group Stable; Kafka's pending-sync timeout removes it after the
+/// rebalance timeout and rebalances.
+#[test]
+fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
+    let mut group = ClassicGroup::new(LIMITS);
+    group.join(&join("", Some("i1"), "x", b"s"), 0);
+    let mut long = join("", Some("i2"), "y", b"s");
+    long.session_timeout_ms = 600_000;
+    group.join(&long, 0);
+    group.tick(3_000);
+    group.sync(
+        &sync("i1-x", 1, &[("i1-x", b"a"), ("i2-y", b"b")]),
+        3_100,
+        false,
+    );
+    group.assignment_written(1, Ok(()), 3_100);
+    assert_eq!(group.state, GroupState::Stable);
+    // i1 heartbeats; i2 (session 10 min) never syncs.
+    assert_eq!(group.heartbeat("i1-x", None, 1, 55_000), Ok(()));
+    assert_eq!(group.tick(62_999), Effects::default());
+    let expired = group.tick(63_000);
+    assert!(!group.members.contains_key("i2-y"));
+    assert!(expired.rebalance.is_some());
+    assert_eq!(group.state, GroupState::PreparingRebalance);
+}
+
+/// Regression test: DeleteGroups checked "Empty" and wrote its tombstones in two steps, so a
+/// JoinGroup in between joined a group being deleted; the group is Dead meanwhile.
+#[test]
+fn a_group_being_deleted_refuses_joins_and_is_restored_if_the_delete_fails() {
+    let mut group = ClassicGroup::new(LIMITS);
+    assert_eq!(group.begin_delete(), Ok(()));
+    assert_eq!(group.begin_delete(), Err(E::GroupIdNotFound));
+    let joined = group.join(&join("", None, "a", b"s"), 0);
+    assert_eq!(joined.joins[0].1.error, Some(E::CoordinatorNotAvailable));
+    assert!(group.members.is_empty() && group.pending.is_empty());
+    group.abort_delete();
+    assert_eq!(group.state, GroupState::Empty);
+    assert_eq!(
+        group.join(&join("", None, "a", b"s"), 0).joins[0].1.error,
+        Some(E::MemberIdRequired)
+    );
+    assert_eq!(stable_pair().begin_delete(), Err(E::NonEmptyGroup));
+}
+
+/// Regression test: the member id was the whole client id, a dash and a uuid, so a client id
+/// of 32 767 bytes (the most its INT16 string holds) made an id that neither the JoinGroup
+/// answer nor the group's record could carry.
+#[test]
+fn a_huge_client_id_makes_a_member_id_of_at_most_1024_bytes() {
+    let mut request = join("", None, "0123456789abcdef0123456789abcdef0123", b"s");
+    request.client_id = "é".repeat(20_000);
+    let id = request.new_member_id();
+    assert!(id.len() <= MAX_MEMBER_ID_BYTES, "{}", id.len());
+    assert!(id.len() > MAX_MEMBER_ID_BYTES - 2);
+    assert!(id.starts_with("éé") && id.ends_with("-0123456789abcdef0123456789abcdef0123"));
+    assert_eq!(join("", None, "u", b"s").new_member_id(), "c-u");
 }

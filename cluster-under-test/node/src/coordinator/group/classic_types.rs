@@ -24,6 +24,9 @@ pub enum Cause {
     MetadataChange,
     /// The group was loaded by a new coordinator since its last rebalance.
     CoordinatorMoved,
+    /// The record of a generation's assignment could not be written (Kafka's
+    /// `resetAndPropagateAssignmentError`): its members got the write's error.
+    WriteFailed,
 }
 
 impl Cause {
@@ -37,6 +40,7 @@ impl Cause {
             Cause::StaticMemberReplaced => "static-member-replaced",
             Cause::MetadataChange => "metadata-change",
             Cause::CoordinatorMoved => "coordinator-moved",
+            Cause::WriteFailed => "write-failed",
         }
     }
 
@@ -93,6 +97,10 @@ pub struct Member {
     pub last_heartbeat_ms: i64,
 }
 
+/// The longest member id the coordinator hands out (and accepts: JoinGroup refuses a longer
+/// one as INVALID_REQUEST).
+pub const MAX_MEMBER_ID_BYTES: usize = 1024;
+
 /// What a JoinGroup carries.
 #[derive(Debug, Clone)]
 pub struct JoinRequest {
@@ -120,10 +128,17 @@ pub struct JoinRequest {
 
 impl JoinRequest {
     /// The member id a new member gets: its instance id (else its client id), a dash and the
-    /// fresh suffix, as Kafka forms them.
+    /// fresh suffix, as Kafka forms them, the prefix cut so the id is at most
+    /// [`MAX_MEMBER_ID_BYTES`]: a client id may be up to 32 767 bytes, and an id longer than
+    /// the INT16 strings of the JoinGroup answer and the group's record could not be written.
     pub fn new_member_id(&self) -> String {
         let prefix = self.instance_id.as_deref().unwrap_or(&self.client_id);
-        format!("{prefix}-{}", self.fresh_id)
+        let room = MAX_MEMBER_ID_BYTES.saturating_sub(self.fresh_id.len() + 1);
+        let mut cut = prefix.len().min(room);
+        while !prefix.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}-{}", &prefix[..cut], self.fresh_id)
     }
 
     /// The member id this request joins as.
@@ -188,4 +203,8 @@ pub struct Effects {
     pub persist: Option<GroupValue>,
     /// A rebalance started, and why.
     pub rebalance: Option<Cause>,
+    /// `persist` is the assignment of this generation: the members waiting in SyncGroup are
+    /// answered by [`ClassicGroup::assignment_written`](super::ClassicGroup::assignment_written)
+    /// once its write is acknowledged (or fails).
+    pub assignment: Option<i32>,
 }

@@ -3,20 +3,23 @@
 //! leader epoch (rebuilt from the last written generation when first asked, so a new
 //! coordinator continues the group); delayed JoinGroup/SyncGroup answers wait on oneshot
 //! channels; the clock ticks every 100 ms; written generations go through the runtime
-//! before the answers they settle.
+//! before the answers they settle, one group's writes in the order they were decided (a
+//! write turn per group, so a later load rebuilds the state the coordinator last decided).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
+use crate::coordinator::CoordinatorRuntime;
 use crate::coordinator::group::GroupCoordinator;
 use crate::coordinator::group::classic::{
     ClassicGroup, Effects, JoinReply, JoinRequest, LeaveOutcome, SyncReply, SyncRequest,
 };
-use crate::coordinator::group::shard::group_record;
+use crate::coordinator::group::shard::{GroupShard, group_record};
+use crate::coordinator::shard::CoordinatorRecord;
 use crate::coordinator::txn::append_error;
 use crate::coordinator::txn_offsets::{GroupState, GroupView};
 use crate::replica::now_ms;
@@ -32,6 +35,79 @@ pub struct Live {
     epoch: i32,
     joins: HashMap<String, oneshot::Sender<JoinReply>>,
     syncs: HashMap<String, oneshot::Sender<SyncReply>>,
+    /// The group's write turns: the next ticket to hand out, and the turn being served.
+    next_turn: u64,
+    turns: Arc<watch::Sender<u64>>,
+}
+
+impl Live {
+    /// The next write turn of the group, taken where the write is decided (under the live
+    /// lock), so writes reach the log in the order they were decided.
+    pub(crate) fn take_turn(&mut self) -> Turn {
+        let ticket = self.next_turn;
+        self.next_turn += 1;
+        Turn {
+            turns: Arc::clone(&self.turns),
+            ticket,
+        }
+    }
+}
+
+/// One write's place in its group's order.
+pub(crate) struct Turn {
+    turns: Arc<watch::Sender<u64>>,
+    ticket: u64,
+}
+
+/// Passes the turn on when the write ends, however it ends (a panic or a shutdown included),
+/// so one failed write never holds the group's later ones.
+struct PassTurn(Turn);
+
+impl Drop for PassTurn {
+    fn drop(&mut self) {
+        let next = self.0.ticket + 1;
+        self.0.turns.send_modify(|turn| *turn = (*turn).max(next));
+    }
+}
+
+/// Appends the `records` made from the partition's latest state to partition `index` in
+/// `turn`: after every write of the group decided before it has finished. Runs as its own
+/// task, so a request given up by its client (its future dropped) still takes and passes
+/// its turn.
+pub(crate) async fn write_in_turn(
+    runtime: &Arc<CoordinatorRuntime<GroupShard>>,
+    index: i32,
+    turn: Turn,
+    records: impl FnOnce(&GroupShard) -> Vec<CoordinatorRecord> + Send + 'static,
+) -> Result<(), ResponseError> {
+    let runtime = Arc::clone(runtime);
+    in_turn(turn, async move {
+        runtime
+            .write(index, super::WRITE_TIMEOUT, |shard| {
+                Ok((records(shard), ()))
+            })
+            .await
+            .map_err(append_error)
+    })
+    .await
+}
+
+/// Runs `work` as its own task once every turn before `turn` has passed, then passes it.
+async fn in_turn(
+    turn: Turn,
+    work: impl std::future::Future<Output = Result<(), ResponseError>> + Send + 'static,
+) -> Result<(), ResponseError> {
+    let task = tokio::spawn(async move {
+        let mut served = turn.turns.subscribe();
+        let ticket = turn.ticket;
+        let pass = PassTurn(turn);
+        // The sender lives in `pass`, so waiting cannot fail.
+        let _ = served.wait_for(|turn| *turn >= ticket).await;
+        let done = work.await;
+        drop(pass);
+        done
+    });
+    task.await.unwrap_or(Err(ResponseError::UnknownServerError))
 }
 
 /// Answers to send once the group's metadata (if any) is written.
@@ -39,6 +115,11 @@ struct Release {
     index: i32,
     group_id: String,
     persist: Option<crate::coordinator::group::record::GroupValue>,
+    /// The write turn of `persist`.
+    turn: Option<Turn>,
+    /// `persist` is this generation's assignment: answered through
+    /// [`ClassicGroup::assignment_written`].
+    assignment: Option<i32>,
     joins: Vec<(oneshot::Sender<JoinReply>, JoinReply)>,
     syncs: Vec<(oneshot::Sender<SyncReply>, SyncReply)>,
 }
@@ -79,6 +160,8 @@ impl GroupCoordinator {
             },
             joins: HashMap::new(),
             syncs: HashMap::new(),
+            next_turn: 0,
+            turns: Arc::new(watch::Sender::new(0)),
         });
         Ok(operation(entry, now))
     }
@@ -113,7 +196,9 @@ impl GroupCoordinator {
         let mut release = Release {
             index: live.index,
             group_id: group_id.to_owned(),
+            turn: effects.persist.as_ref().map(|_| live.take_turn()),
             persist: effects.persist,
+            assignment: effects.assignment,
             joins: Vec::new(),
             syncs: Vec::new(),
         };
@@ -137,31 +222,48 @@ impl GroupCoordinator {
         (release, own_join, own_sync)
     }
 
-    /// Writes the release's metadata, then sends its answers (errors instead when the write
-    /// fails). Returns the write's error.
+    /// Writes the release's metadata in the group's turn, then sends its answers (errors
+    /// instead when the write fails); an assignment's outcome goes back to the group, whose
+    /// answers (or its `write-failed` rebalance) are settled in turn. Returns the first
+    /// write's error.
     async fn settle(&self, release: Release) -> Result<(), ResponseError> {
-        let written = match &release.persist {
-            None => Ok(()),
-            Some(value) => {
-                let record = group_record(&release.group_id, Some(value));
-                self.runtime
-                    .write(release.index, super::WRITE_TIMEOUT, |_| {
-                        Ok((vec![record], ()))
-                    })
-                    .await
-                    .map_err(append_error)
+        let mut release = release;
+        let mut first = None;
+        loop {
+            let written = match (&release.persist, release.turn.take()) {
+                (Some(value), Some(turn)) => {
+                    let record = group_record(&release.group_id, Some(value));
+                    write_in_turn(&self.runtime, release.index, turn, move |_| vec![record]).await
+                }
+                _ => Ok(()),
+            };
+            if let Err(error) = written {
+                tracing::warn!(group = %release.group_id, ?error, "group metadata write failed");
             }
-        };
-        for (waiter, reply) in release.joins {
-            let _ = waiter.send(reply);
-        }
-        for (waiter, reply) in release.syncs {
-            let _ = waiter.send(match &written {
-                Ok(()) => reply,
-                Err(error) => Err(*error),
+            for (waiter, reply) in release.joins {
+                let _ = waiter.send(reply);
+            }
+            for (waiter, reply) in release.syncs {
+                let _ = waiter.send(match &written {
+                    Ok(()) => reply,
+                    Err(error) => Err(*error),
+                });
+            }
+            let first = *first.get_or_insert(written);
+            let Some(generation) = release.assignment else {
+                return first;
+            };
+            let group_id = release.group_id;
+            let next = self.with_group(&group_id, |live, now| {
+                let effects = live.group.assignment_written(generation, written, now);
+                self.release(&group_id, live, effects, &[]).0
             });
+            match next {
+                Ok(next) => release = next,
+                // Unloaded: the waiters were dropped with the group (NOT_COORDINATOR).
+                Err(_) => return first,
+            }
         }
-        written
     }
 
     /// JoinGroup: answered at once or when the join phase ends.
@@ -439,5 +541,44 @@ impl GroupCoordinator {
             .into_iter()
             .map(|(id, (protocol_type, state))| (id, protocol_type, state))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression test: a group's writes were appended in whatever order their tasks reached
+    /// the runtime, so a generation decided later could be written first and a load would
+    /// rebuild the older one. Turns taken in decision order run in that order, even when the
+    /// later write starts first.
+    #[tokio::test]
+    async fn writes_run_in_the_order_their_turns_were_taken() {
+        let turns = Arc::new(watch::Sender::new(0));
+        let turn = |ticket| Turn {
+            turns: Arc::clone(&turns),
+            ticket,
+        };
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = |what: &'static str| {
+            let log = Arc::clone(&log);
+            async move {
+                tokio::task::yield_now().await;
+                log.lock().unwrap().push(what);
+                Ok(())
+            }
+        };
+        let later = tokio::spawn(in_turn(turn(1), record("generation 2")));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            log.lock().unwrap().is_empty(),
+            "the later write waits its turn"
+        );
+        // A write that fails still passes its turn on.
+        let failed = in_turn(turn(0), async { Err(ResponseError::NotCoordinator) });
+        assert_eq!(failed.await, Err(ResponseError::NotCoordinator));
+        later.await.unwrap().unwrap();
+        in_turn(turn(2), record("generation 3")).await.unwrap();
+        assert_eq!(*log.lock().unwrap(), ["generation 2", "generation 3"]);
     }
 }
