@@ -35,9 +35,16 @@ macro_rules! both_versions {
         }
     };
 }
+use bytes::BytesMut;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, OffsetFetchRequest,
+    OffsetFetchResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use logjam_client::{
-    Admin, Certainty, Consumer, NewTopic, Producer, ProducerRecord, SeekTo, TopicPartition,
-    TxnState,
+    Admin, Certainty, Consumer, ConsumerGroupMetadata, NewTopic, Offset, Producer, ProducerRecord,
+    SeekTo, TopicPartition, TxnState,
 };
 
 const TOPIC: &str = "txn";
@@ -441,7 +448,111 @@ async fn a_refused_record_makes_the_transaction_abortable_and_abort_recovers(tv:
     producer.close().await;
 }
 
+/// One request/response with `kafka-protocol` over a plain socket (the client has no
+/// OffsetFetch of its own).
+fn exchange<Req, Resp>(address: &str, key: ApiKey, version: i16, request: &Req) -> Resp
+where
+    Req: Encodable + HeaderVersion,
+    Resp: Decodable + HeaderVersion,
+{
+    use std::io::{Read, Write};
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("send-offsets-test")))
+        .encode(&mut body, Req::header_version(version))
+        .unwrap();
+    request.encode(&mut body, version).unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .write_all(&(body.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut frame).unwrap();
+    let mut frame = Bytes::from(frame);
+    ResponseHeader::decode(&mut frame, Resp::header_version(version)).unwrap();
+    Resp::decode(&mut frame, version).unwrap()
+}
+
+/// The committed offset of `group` for TOPIC-0 (OffsetFetch v7 with `require_stable`, at
+/// the group's coordinator), once no transaction holds one.
+fn committed_offset(bootstrap: &str, group: &str) -> i64 {
+    let any = bootstrap.split(',').next().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let found: FindCoordinatorResponse = exchange(
+            any,
+            ApiKey::FindCoordinator,
+            3,
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_owned())),
+        );
+        if found.error_code == 0 {
+            let at = format!("{}:{}", found.host.as_str(), found.port);
+            let fetched: OffsetFetchResponse = exchange(
+                &at,
+                ApiKey::OffsetFetch,
+                7,
+                &OffsetFetchRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+                    .with_require_stable(true)
+                    .with_topics(Some(vec![
+                        OffsetFetchRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            );
+            if fetched.error_code == 0 {
+                let partition = &fetched.topics[0].partitions[0];
+                if partition.error_code == 0 {
+                    return partition.committed_offset;
+                }
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no stable offset");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `send_offsets_to_transaction` against the node: the offsets become the group's committed
+/// offsets with the transaction's commit (TV1: AddOffsetsToTxn + TxnOffsetCommit v3; TV2:
+/// TxnOffsetCommit v5 adding the partition implicitly), and an aborted transaction's never.
+async fn send_offsets_commit_with_the_transaction_only(tv: i16) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _admin) = cluster(dir.path(), tv, 1).await;
+    let bootstrap = cluster.bootstrap();
+    let producer = producer(&bootstrap, "tx-offsets", "60000");
+    producer.init_transactions().await.unwrap();
+    let group = ConsumerGroupMetadata::new("tx-offsets-group");
+    let partition = TopicPartition::new(TOPIC, 0);
+    for (offset, commit) in [(5, true), (9, false)] {
+        producer.begin_transaction().unwrap();
+        send_all(&producer, 0, &values("o", 0..2)).await;
+        let offsets = BTreeMap::from([(partition.clone(), Offset(offset))]);
+        producer
+            .send_offsets_to_transaction(&offsets, &group)
+            .await
+            .unwrap();
+        if commit {
+            producer.commit_transaction().await.unwrap();
+        } else {
+            producer.abort_transaction().await.unwrap();
+        }
+        assert_eq!(
+            committed_offset(&bootstrap, &group.group_id),
+            5,
+            "after the transaction that sent {offset} (commit: {commit}), tv {tv}"
+        );
+    }
+    producer.close().await;
+}
+
 both_versions!(
+    send_offsets_commit_with_the_transaction_only,
     read_committed_sees_committed_once_and_aborted_never,
     a_zombie_producer_is_fenced_with_a_fatal_error,
     a_commit_that_times_out_is_indefinite_and_resumes,

@@ -37,6 +37,7 @@ mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sync_group;
+mod txn_offset_commit;
 mod write_txn_markers;
 
 use kafka_protocol::messages::{RequestHeader, RequestKind, ResponseKind};
@@ -175,8 +176,18 @@ pub async fn dispatch(
         RequestKind::OffsetDelete(request) => ResponseKind::OffsetDelete(
             offset_delete::handle(broker.groups(), &broker.image(), &request).await,
         ),
+        RequestKind::TxnOffsetCommit(request) => ResponseKind::TxnOffsetCommit(
+            txn_offset_commit::handle(
+                broker.groups(),
+                broker.replicas().txn_verifier(),
+                &broker.image(),
+                &request,
+                version,
+            )
+            .await,
+        ),
         RequestKind::WriteTxnMarkers(request) => ResponseKind::WriteTxnMarkers(
-            write_txn_markers::handle(broker.replicas(), request).await,
+            write_txn_markers::handle(broker.replicas(), broker.groups(), request).await,
         ),
         other => {
             // network/framing.rs only lets versions::CLIENT_APIS through, so this is a bug, not bad input.

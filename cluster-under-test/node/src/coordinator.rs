@@ -5,8 +5,8 @@
 //! pure state machine it drives ([`shard`]), the internal topics it lives on
 //! ([`internal_topic`]: created on first use, a key's coordinator found), and the
 //! transaction coordinator on it ([`txn`]);
-//! transactional offset commits awaiting their marker, for the group side ([`txn_offsets`]);
-//! the group coordinator, classic protocol, on `__consumer_offsets` ([`group`]); the pure core
+//! the group coordinator, classic protocol, with transactional offset commits, on
+//! `__consumer_offsets` ([`group`]); the pure core
 //! of the new consumer protocol (KIP-848), not yet wired to the wire ([`consumer_group`]).
 
 pub mod consumer_group;
@@ -17,7 +17,6 @@ pub mod producer_ids;
 pub mod runtime;
 pub mod shard;
 pub mod txn;
-pub mod txn_offsets;
 
 pub use producer_id_manager::ProducerIdManager;
 pub use runtime::{CoordinatorRuntime, Load, Loaded};

@@ -26,8 +26,8 @@
 //!   connection and reconnects; a request gets its response or an error, never silence.
 //! - [`api`]: dispatch by API key; ApiVersions, Metadata, CreateTopics, Produce, Fetch,
 //!   ListOffsets, InitProducerId, the transaction APIs (FindCoordinator, AddPartitionsToTxn,
-//!   AddOffsetsToTxn, EndTxn, Describe/ListTransactions), each given only the handles it
-//!   needs.
+//!   AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Describe/ListTransactions), each given only
+//!   the handles it needs.
 //! - [`broker`]: the node's lifecycle (open, registration wait, clean shutdown) and its
 //!   handles; [`broker::TopicCreator`]: topic creation through the active controller.
 //! - [`replica`]: [`replica::ReplicaManager`] (hosted partitions, logs, the metadata image

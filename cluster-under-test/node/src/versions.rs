@@ -41,6 +41,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
+    // The group coordinator's half of a transaction (coordinator/group.rs).
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's regular-expression filter is not served.
     (ApiKey::ListTransactions, 0, 1),
@@ -159,6 +161,9 @@ mod tests {
                 RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default())
             }
             ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+            ApiKey::TxnOffsetCommit => {
+                RequestKind::TxnOffsetCommit(TxnOffsetCommitRequest::default())
+            }
             ApiKey::DescribeTransactions => {
                 RequestKind::DescribeTransactions(DescribeTransactionsRequest::default())
             }
@@ -223,6 +228,9 @@ mod tests {
                 ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default())
             }
             ApiKey::EndTxn => ResponseKind::EndTxn(EndTxnResponse::default()),
+            ApiKey::TxnOffsetCommit => {
+                ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default())
+            }
             ApiKey::DescribeTransactions => {
                 ResponseKind::DescribeTransactions(DescribeTransactionsResponse::default())
             }

@@ -174,6 +174,28 @@ fn valid_frames() -> Vec<Bytes> {
                 .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group"))),
         )),
         strip(request_frame(
+            ApiKey::TxnOffsetCommit,
+            5,
+            23,
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("fuzz-txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-group")))
+                .with_producer_id(ProducerId(0))
+                .with_generation_id(3)
+                .with_member_id(StrBytes::from_static_str("m"))
+                .with_group_instance_id(Some(StrBytes::from_static_str("i")))
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic_name("fuzz"))
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(5)
+                                .with_committed_metadata(Some(StrBytes::from_static_str("x"))),
+                        ]),
+                ]),
+        )),
+        strip(request_frame(
             ApiKey::DescribeTransactions,
             0,
             14,

@@ -98,6 +98,21 @@ fn confluent_kafka_commits_aborts_and_is_fenced_as_a_zombie() {
     assert!(seen.contains("\"fatal\": true"), "{seen}");
 }
 
+/// Consume-transform-produce with confluent-kafka: `send_offsets_to_transaction` then commit
+/// makes the consumer's positions the group's committed offsets (a second consumer resumes
+/// from them); with an abort, the next consumer still resumes from the committed ones.
+#[test]
+fn confluent_kafka_sends_offsets_to_a_transaction() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = cluster_with_settings(root.path(), "", "group.initial.rebalance.delay.ms=0\n");
+    assert_eq!(
+        common::create_topics(cluster.nodes[0].address, &[("txo-out", 1, 3)]),
+        vec![0]
+    );
+    let seen = scenario(&cluster, "txo", "send-offsets");
+    assert!(seen.contains("\"committed\""), "{seen}");
+}
+
 /// The commit-abort scenario with kafka-python's transactional producer (its own
 /// implementation of the protocol: InitProducerId, AddPartitionsToTxn, EndTxn, at the versions
 /// it negotiates), under the default transaction version and under TV1 without verification.

@@ -13,8 +13,8 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::coordinator::group::offsets::check_metadata;
+use crate::coordinator::group::txn_offsets::CommitMember;
 use crate::coordinator::group::{CommitPartition, GroupCoordinator};
-use crate::coordinator::txn_offsets::CommitMember;
 use crate::metadata::MetadataImage;
 
 /// Whether `group` can be a key of `__consumer_offsets`: not empty (Kafka's

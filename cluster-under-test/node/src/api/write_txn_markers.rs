@@ -10,6 +10,12 @@
 //! marker), answered once the high watermark covers it (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`,
 //! `NOT_LEADER_OR_FOLLOWER` when leadership moved, `REQUEST_TIMED_OUT` after Kafka's default
 //! `request.timeout.ms`, 30 s). A refused marker writes nothing.
+//!
+//! A marker for a partition of `__consumer_offsets` goes through the group coordinator
+//! (Kafka's `GroupCoordinator.completeTransaction`), which appends it through its runtime
+//! and replays it, so the producer's pending offsets become committed or are dropped;
+//! while the partition loads (or this node does not serve it) it is
+//! `NOT_LEADER_OR_FOLLOWER`, which the transaction coordinator retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +27,8 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use logjam_storage::{ControlType, EndTxnMarker};
 
+use crate::coordinator::group::{self, GroupCoordinator};
+use crate::coordinator::runtime::MarkerWrite;
 use crate::replica::replication::AcksOutcome;
 use crate::replica::{Appended, Partition, ReplicaManager};
 
@@ -28,12 +36,13 @@ use crate::replica::{Appended, Partition, ReplicaManager};
 /// 30 s by default.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One partition's marker on its way to an answer.
-type Settling = Result<(Arc<Partition>, Appended), ResponseError>;
+/// One partition's marker on its way to an answer (`None`: already settled).
+type Settling = Result<Option<(Arc<Partition>, Appended)>, ResponseError>;
 
 /// Appends every marker and answers once each is replicated or failed.
 pub async fn handle(
     replicas: &ReplicaManager,
+    groups: &GroupCoordinator,
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let deadline = tokio::time::Instant::now() + MARKER_TIMEOUT;
@@ -54,10 +63,23 @@ pub async fn handle(
             for index in topic.partition_indexes {
                 let outcome = match replicas.partition(&topic.name, index) {
                     None => Err(ResponseError::UnknownTopicOrPartition),
+                    Some(_) if topic.name.as_str() == group::TOPIC => {
+                        let write = MarkerWrite {
+                            producer_id: marker.producer_id.0,
+                            producer_epoch: marker.producer_epoch,
+                            coordinator_epoch: marker.coordinator_epoch,
+                            commit: marker.transaction_result,
+                        };
+                        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                        groups
+                            .complete_transaction(index, write, left)
+                            .await
+                            .map(|()| None)
+                    }
                     Some(partition) => Arc::clone(&partition)
                         .append_marker(marker.producer_id.0, marker.producer_epoch, end)
                         .await
-                        .map(|appended| (partition, appended)),
+                        .map(|appended| Some((partition, appended))),
                 };
                 partitions.push((index, outcome));
             }
@@ -72,7 +94,7 @@ pub async fn handle(
         for (_, topics) in &mut markers {
             for (_, partitions) in topics.iter_mut() {
                 for (_, outcome) in partitions.iter_mut() {
-                    let Ok((partition, appended)) = outcome else {
+                    let Ok(Some((partition, appended))) = outcome else {
                         continue;
                     };
                     match partition.acks_status(appended) {
@@ -98,7 +120,7 @@ pub async fn handle(
             for (_, topics) in &mut markers {
                 for (_, partitions) in topics.iter_mut() {
                     for (_, outcome) in partitions.iter_mut() {
-                        if let Ok((partition, appended)) = outcome
+                        if let Ok(Some((partition, appended))) = outcome
                             && partition.acks_status(appended) == AcksOutcome::Waiting
                         {
                             *outcome = Err(ResponseError::RequestTimedOut);

@@ -4,7 +4,8 @@
 //!
 //! - [`record`]: Kafka's `OffsetCommit*`/`GroupMetadata*` record format; [`shard`]: the
 //!   replayed state of one partition; [`offsets`]: OffsetCommit's fencing and OffsetFetch's
-//!   answer, pure and table-tested.
+//!   answer, pure and table-tested; [`txn_offsets`]: TxnOffsetCommit's pending offsets
+//!   (committed or dropped by the transaction's marker) and KIP-447 fencing, pure.
 //! - [`GroupCoordinator`] (this file): the thin shell. It creates `__consumer_offsets` on
 //!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped by
 //!   the live brokers), routes a group id to its partition (`abs(javaHashCode(id)) %
@@ -17,6 +18,7 @@ pub mod members;
 pub mod offsets;
 pub mod record;
 pub mod shard;
+pub mod txn_offsets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,9 +34,10 @@ use crate::coordinator::group::members::LiveGroups;
 use crate::coordinator::group::offsets::FetchedOffset;
 use crate::coordinator::group::record::OffsetValue;
 use crate::coordinator::group::shard::{GroupShard, offset_record};
+use crate::coordinator::group::txn_offsets::{CommitMember, GroupState, GroupView};
 use crate::coordinator::internal_topic::{self, CoordinatorAddress, InternalTopic};
+use crate::coordinator::runtime::{MarkerWrite, WriteAs};
 use crate::coordinator::txn::{append_error, partition_for};
-use crate::coordinator::txn_offsets::{CommitMember, GroupState, GroupView};
 use crate::replica::{ReplicaManager, now_ms};
 
 /// The internal topic of committed offsets and group metadata.
@@ -199,6 +202,28 @@ impl GroupCoordinator {
         })
     }
 
+    /// The live group a commit to `group` is fenced against, if any: the served group, or a
+    /// group written with members but not served yet in this epoch (a new coordinator),
+    /// served now so the commit is fenced against its members.
+    ///
+    /// # Errors
+    /// The runtime's (`COORDINATOR_LOAD_IN_PROGRESS` while this leader's high watermark is
+    /// below what its load read: taking it for "no metadata" would fence a live member as
+    /// UNKNOWN_MEMBER_ID, where Kafka's client just retries the load error).
+    fn fence_view(&self, group: &str, index: i32) -> Result<Option<GroupView>, ResponseError> {
+        if let Some(view) = self.live_view(group) {
+            return Ok(Some(view));
+        }
+        let written = self.runtime.read(index, |shard| {
+            shard.get(group).is_some_and(|e| e.metadata.is_some())
+        })?;
+        if written {
+            Ok(Some(self.with_group(group, |live, _| live.group.view())?))
+        } else {
+            Ok(None)
+        }
+    }
+
     /// OffsetCommit: checks `member` against the group and writes the offsets of
     /// `partitions` (those without a per-partition error), answering once replicated.
     ///
@@ -216,25 +241,7 @@ impl GroupCoordinator {
         let index = self.partition_of(group);
         let now = now_ms();
         let skip_fence = self.settings.skip_offset_fence;
-        let live = match self.live_view(group) {
-            Some(view) => Some(view),
-            None => {
-                // A group written with members but not served yet in this epoch (a new
-                // coordinator): served now, so the commit is fenced against its members.
-                // A refusal (COORDINATOR_LOAD_IN_PROGRESS while this leader's high watermark
-                // is below what its load read) is the answer: taking it for "no metadata"
-                // would fence a live member as UNKNOWN_MEMBER_ID, where Kafka's client just
-                // retries the load error.
-                let written = self.runtime.read(index, |shard| {
-                    shard.get(group).is_some_and(|e| e.metadata.is_some())
-                })?;
-                if written {
-                    Some(self.with_group(group, |live, _| live.group.view())?)
-                } else {
-                    None
-                }
-            }
-        };
+        let live = self.fence_view(group, index)?;
         self.runtime
             .write(index, WRITE_TIMEOUT, |shard| {
                 let view = live.clone().or_else(|| Self::view(shard, group));
@@ -277,12 +284,115 @@ impl GroupCoordinator {
             return self
                 .runtime
                 .write(index, WRITE_TIMEOUT, |shard| {
-                    Ok((vec![], offsets::fetch(shard.get(group), topics)))
+                    let mut fetched = offsets::fetch(shard.get(group), topics);
+                    offsets::mark_unstable(&mut fetched, group, shard.pending_txn());
+                    Ok((vec![], fetched))
                 })
                 .await
                 .map_err(append_error);
         }
         self.runtime
             .read(index, |shard| offsets::fetch(shard.get(group), topics))
+    }
+
+    /// TxnOffsetCommit: checks `member` against the group (KIP-447, [`check_member`]) and
+    /// writes the offsets of `partitions` to the group's partition as one batch of the
+    /// producer's transaction, answering once replicated. They stay pending until the
+    /// transaction's marker reaches the partition ([`GroupCoordinator::complete_transaction`]).
+    /// `verify` is the transaction coordinator's check that the partition is in the
+    /// transaction (KIP-890), made once a verification guard is taken, only when the
+    /// producer has no transaction open on the partition yet.
+    ///
+    /// # Errors
+    /// The group-level error of every partition: `NOT_COORDINATOR`,
+    /// `COORDINATOR_LOAD_IN_PROGRESS`, `COORDINATOR_NOT_AVAILABLE`, KIP-447's,
+    /// `INVALID_PRODUCER_EPOCH`, `INVALID_TXN_STATE` and the verification's.
+    ///
+    /// [`check_member`]: txn_offsets::check_member
+    pub async fn commit_txn_offsets<V>(
+        &self,
+        group: &str,
+        producer: (i64, i16),
+        member: &CommitMember<'_>,
+        partitions: &[CommitPartition],
+        verify: Option<V>,
+    ) -> Result<(), ResponseError>
+    where
+        V: std::future::Future<Output = Result<(), ResponseError>>,
+    {
+        let index = self.partition_of(group);
+        let now = now_ms();
+        let live = self.fence_view(group, index)?;
+        let guard = match verify {
+            None => None,
+            Some(verify) => {
+                let partition = self
+                    .replicas
+                    .partition(TOPIC, index)
+                    .ok_or(ResponseError::NotCoordinator)?;
+                match partition.start_verification(producer.0) {
+                    None => None,
+                    Some(guard) => {
+                        verify.await?;
+                        Some(guard)
+                    }
+                }
+            }
+        };
+        let how = WriteAs::Transactional {
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            guard,
+        };
+        self.runtime
+            .write_as(index, WRITE_TIMEOUT, how, |shard| {
+                let view = live.clone().or_else(|| Self::view(shard, group));
+                txn_offsets::check_member(view.as_ref(), member)?;
+                let records = partitions
+                    .iter()
+                    .map(|p| {
+                        offset_record(
+                            group,
+                            &p.topic,
+                            p.partition,
+                            &OffsetValue {
+                                offset: p.offset,
+                                leader_epoch: p.leader_epoch,
+                                metadata: p.metadata.clone().unwrap_or_default(),
+                                commit_timestamp: now,
+                            },
+                        )
+                    })
+                    .collect();
+                Ok((records, ()))
+            })
+            .await
+            .map_err(append_error)
+    }
+
+    /// WriteTxnMarkers for partition `index` of `__consumer_offsets`: the marker is written
+    /// through the runtime, which replays it (the producer's pending offsets become committed
+    /// or are dropped), answered once replicated.
+    ///
+    /// # Errors
+    /// As a marker append: `NOT_LEADER_OR_FOLLOWER` while this node does not serve the
+    /// partition (not its leader, or still loading: the transaction coordinator retries),
+    /// `INVALID_PRODUCER_EPOCH`, `TRANSACTION_COORDINATOR_FENCED`, `NOT_ENOUGH_REPLICAS`,
+    /// `REQUEST_TIMED_OUT`.
+    pub async fn complete_transaction(
+        &self,
+        index: i32,
+        marker: MarkerWrite,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        self.runtime
+            .write_marker(index, timeout, marker)
+            .await
+            .map_err(|error| match error {
+                ResponseError::NotCoordinator
+                | ResponseError::CoordinatorLoadInProgress
+                | ResponseError::CoordinatorNotAvailable => ResponseError::NotLeaderOrFollower,
+                other => other,
+            })
     }
 }

@@ -30,8 +30,10 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
+use logjam_storage::{ControlType, EndTxnMarker, VerificationGuard};
+
 use crate::coordinator::shard::{
-    CoordinatorRecord, CoordinatorShard, decode_batches, encode_records,
+    BatchKind, CoordinatorRecord, CoordinatorShard, decode_batches, encode_batch, replay_batch,
 };
 use crate::replica::{Acks, Appended, Partition, ReplicaManager, now_ms};
 
@@ -93,8 +95,61 @@ struct Active<S> {
 /// Records appended but not yet committed, and the write waiting for them.
 struct Pending {
     end_offset: i64,
+    kind: BatchKind,
     records: Vec<CoordinatorRecord>,
     done: Option<oneshot::Sender<()>>,
+}
+
+/// How a write's records reach the log.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteAs {
+    /// One non-transactional batch.
+    Plain,
+    /// One batch in producer `producer_id`'s transaction (Kafka's transactional write),
+    /// guarded by `guard` when the transaction coordinator verified the partition.
+    Transactional {
+        /// The producer id.
+        producer_id: i64,
+        /// Its epoch.
+        producer_epoch: i16,
+        /// The verification guard taken before the verification, if one was made.
+        guard: Option<VerificationGuard>,
+    },
+    /// A transaction marker; the operation's records must be empty.
+    Marker(MarkerWrite),
+}
+
+impl WriteAs {
+    fn kind(&self) -> BatchKind {
+        match *self {
+            WriteAs::Plain => BatchKind::Plain,
+            WriteAs::Transactional {
+                producer_id,
+                producer_epoch,
+                ..
+            } => BatchKind::Transactional {
+                producer_id,
+                producer_epoch,
+            },
+            WriteAs::Marker(marker) => BatchKind::Marker {
+                producer_id: marker.producer_id,
+                commit: marker.commit,
+            },
+        }
+    }
+}
+
+/// One transaction marker for a coordinator partition (WriteTxnMarkers' fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkerWrite {
+    /// The producer id.
+    pub producer_id: i64,
+    /// The marker's producer epoch.
+    pub producer_epoch: i16,
+    /// The transaction coordinator's epoch.
+    pub coordinator_epoch: i32,
+    /// COMMIT (true) or ABORT.
+    pub commit: bool,
 }
 
 /// What a write does after its operation ran.
@@ -180,23 +235,19 @@ fn replay_log<S: CoordinatorShard>(
             if batch.end_offset > offsets.high_watermark {
                 pending.push_back(Pending {
                     end_offset: batch.end_offset,
+                    kind: batch.kind,
                     records: batch.records,
                     done: None,
                 });
                 continue;
             }
-            for record in &batch.records {
-                committed
-                    .replay(record)
-                    .map_err(|error| format!("batch ending at {}: {error}", batch.end_offset))?;
-            }
+            replay_batch(&mut committed, batch.kind, &batch.records)
+                .map_err(|error| format!("batch ending at {}: {error}", batch.end_offset))?;
         }
     }
     let mut latest = committed.clone();
     for batch in &pending {
-        for record in &batch.records {
-            latest.replay(record)?;
-        }
+        replay_batch(&mut latest, batch.kind, &batch.records)?;
     }
     Ok((committed, latest, pending))
 }
@@ -359,10 +410,44 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         timeout: Duration,
         operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
     ) -> Result<R, ResponseError> {
+        self.write_as(index, timeout, WriteAs::Plain, operation)
+            .await
+    }
+
+    /// Appends the transaction marker `marker` describes (WriteTxnMarkers for a partition
+    /// of this topic, Kafka's `scheduleTransactionCompletion`) and replays it, answering once
+    /// it is committed.
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::write`], and the marker append's own
+    /// (`INVALID_PRODUCER_EPOCH`, `TRANSACTION_COORDINATOR_FENCED`).
+    pub async fn write_marker(
+        &self,
+        index: i32,
+        timeout: Duration,
+        marker: MarkerWrite,
+    ) -> Result<(), ResponseError> {
+        self.write_as(index, timeout, WriteAs::Marker(marker), |_| {
+            Ok((Vec::new(), ()))
+        })
+        .await
+    }
+
+    /// [`CoordinatorRuntime::write`], with the records appended as `how` says.
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::write`] and [`CoordinatorRuntime::write_marker`].
+    pub async fn write_as<R>(
+        &self,
+        index: i32,
+        timeout: Duration,
+        how: WriteAs,
+        operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
+    ) -> Result<R, ResponseError> {
         let write_lock = Arc::clone(&active(&self.slots(), index)?.write_lock);
         let _serialised = write_lock.lock().await;
         let (partition, tentative, records, response) =
-            match self.prepare(index, &write_lock, operation)? {
+            match self.prepare(index, &write_lock, how, operation)? {
                 Prepared::Done(response) => return Ok(response),
                 Prepared::Wait(wait, response) => {
                     return await_commit(wait, timeout).await.map(|()| response);
@@ -374,14 +459,45 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
                     response,
                 } => (partition, tentative, records, response),
             };
-        let appended = Arc::clone(&partition)
-            .append(encode_records(&records, now_ms()), Acks::All)
-            .await
-            .map_err(|error| match error {
-                ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-                other => other,
-            })?;
-        let wait = self.accept(index, &write_lock, appended, tentative, records)?;
+        let appended = match how {
+            WriteAs::Plain => {
+                Arc::clone(&partition)
+                    .append(encode_batch(&records, now_ms(), None), Acks::All)
+                    .await
+            }
+            WriteAs::Transactional {
+                producer_id,
+                producer_epoch,
+                guard,
+            } => {
+                Arc::clone(&partition)
+                    .append_as_coordinator(
+                        encode_batch(&records, now_ms(), Some((producer_id, producer_epoch))),
+                        producer_id,
+                        producer_epoch,
+                        guard,
+                    )
+                    .await
+            }
+            WriteAs::Marker(marker) => {
+                let end = EndTxnMarker {
+                    control_type: if marker.commit {
+                        ControlType::Commit
+                    } else {
+                        ControlType::Abort
+                    },
+                    coordinator_epoch: marker.coordinator_epoch,
+                };
+                Arc::clone(&partition)
+                    .append_marker(marker.producer_id, marker.producer_epoch, end)
+                    .await
+            }
+        }
+        .map_err(|error| match error {
+            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+            other => other,
+        })?;
+        let wait = self.accept(index, &write_lock, appended, tentative, how.kind(), records)?;
         drop(_serialised);
         await_commit(wait, timeout).await.map(|()| response)
     }
@@ -392,6 +508,7 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         &self,
         index: i32,
         write_lock: &Arc<tokio::sync::Mutex<()>>,
+        how: WriteAs,
         operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
     ) -> Result<Prepared<S, R>, ResponseError> {
         let mut slots = self.slots();
@@ -401,25 +518,24 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
             return Err(ResponseError::NotCoordinator);
         }
         let (records, response) = operation(&active.latest)?;
-        if records.is_empty() {
+        if records.is_empty() && !matches!(how, WriteAs::Marker(_)) {
             let Some(end_offset) = active.pending.back().map(|last| last.end_offset) else {
                 return Ok(Prepared::Done(response));
             };
             let (done, wait) = oneshot::channel();
             active.pending.push_back(Pending {
                 end_offset,
+                kind: BatchKind::Plain,
                 records: Vec::new(),
                 done: Some(done),
             });
             return Ok(Prepared::Wait(wait, response));
         }
         let mut tentative = active.latest.clone();
-        for record in &records {
-            if let Err(error) = tentative.replay(record) {
-                tracing::error!(topic = %self.topic, index, %error,
-                    "a coordinator produced a record it cannot replay");
-                return Err(ResponseError::UnknownServerError);
-            }
+        if let Err(error) = replay_batch(&mut tentative, how.kind(), &records) {
+            tracing::error!(topic = %self.topic, index, %error,
+                "a coordinator produced a record it cannot replay");
+            return Err(ResponseError::UnknownServerError);
         }
         Ok(Prepared::Append {
             partition: Arc::clone(&active.partition),
@@ -437,6 +553,7 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         write_lock: &Arc<tokio::sync::Mutex<()>>,
         appended: Appended,
         tentative: S,
+        kind: BatchKind,
         records: Vec<CoordinatorRecord>,
     ) -> Result<oneshot::Receiver<()>, ResponseError> {
         let mut slots = self.slots();
@@ -448,6 +565,7 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         active.latest = tentative;
         active.pending.push_back(Pending {
             end_offset: appended.end_offset,
+            kind,
             records,
             done: Some(done),
         });
@@ -529,12 +647,10 @@ fn advance_commits<S: CoordinatorShard>(active: &mut Active<S>) {
         let Some(pending) = active.pending.pop_front() else {
             break;
         };
-        for record in &pending.records {
-            if let Err(error) = active.committed.replay(record) {
-                // `latest` replayed the same records in the same order: a shard whose replay
-                // is not deterministic is a bug, and the committed state is no longer sound.
-                panic!("coordinator replay diverged from the latest state: {error}");
-            }
+        if let Err(error) = replay_batch(&mut active.committed, pending.kind, &pending.records) {
+            // `latest` replayed the same records in the same order: a shard whose replay
+            // is not deterministic is a bug, and the committed state is no longer sound.
+            panic!("coordinator replay diverged from the latest state: {error}");
         }
         if let Some(done) = pending.done {
             let _ = done.send(());

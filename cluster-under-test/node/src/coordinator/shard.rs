@@ -31,6 +31,76 @@ pub trait CoordinatorShard: Clone + Send + Sync + 'static {
     /// there and the partition is not served; a write producing it is refused before it is
     /// appended.
     fn replay(&mut self, record: &CoordinatorRecord) -> Result<(), String>;
+
+    /// Applies one record written in producer `producer_id`'s transaction (Kafka's
+    /// `replay(offset, producerId, producerEpoch, record)` with a producer id): it takes
+    /// effect only when [`CoordinatorShard::replay_end_transaction`] commits it. A coordinator
+    /// that writes no transactional records refuses them.
+    ///
+    /// # Errors
+    /// As [`CoordinatorShard::replay`].
+    fn replay_transactional(
+        &mut self,
+        producer_id: i64,
+        record: &CoordinatorRecord,
+    ) -> Result<(), String> {
+        let _ = record;
+        Err(format!(
+            "a transactional record of producer {producer_id} where none is expected"
+        ))
+    }
+
+    /// Applies the marker ending producer `producer_id`'s transaction (Kafka's
+    /// `replayEndTransactionMarker`). Nothing by default.
+    ///
+    /// # Errors
+    /// As [`CoordinatorShard::replay`].
+    fn replay_end_transaction(&mut self, producer_id: i64, commit: bool) -> Result<(), String> {
+        let _ = (producer_id, commit);
+        Ok(())
+    }
+}
+
+/// What wrote a batch of a coordinator's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchKind {
+    /// The coordinator, on its own account.
+    Plain,
+    /// The coordinator, inside producer `producer_id`'s transaction (TxnOffsetCommit).
+    Transactional {
+        /// The producer id.
+        producer_id: i64,
+        /// Its epoch.
+        producer_epoch: i16,
+    },
+    /// A transaction marker (WriteTxnMarkers) ending producer `producer_id`'s transaction.
+    Marker {
+        /// The producer id.
+        producer_id: i64,
+        /// COMMIT (true) or ABORT.
+        commit: bool,
+    },
+}
+
+/// Replays one batch of `kind` on `shard`, record by record.
+///
+/// # Errors
+/// The shard's.
+pub fn replay_batch<S: CoordinatorShard>(
+    shard: &mut S,
+    kind: BatchKind,
+    records: &[CoordinatorRecord],
+) -> Result<(), String> {
+    match kind {
+        BatchKind::Plain => records.iter().try_for_each(|record| shard.replay(record)),
+        BatchKind::Transactional { producer_id, .. } => records
+            .iter()
+            .try_for_each(|record| shard.replay_transactional(producer_id, record)),
+        BatchKind::Marker {
+            producer_id,
+            commit,
+        } => shard.replay_end_transaction(producer_id, commit),
+    }
 }
 
 /// One record batch read back from the log.
@@ -39,7 +109,9 @@ pub struct LoadedBatch {
     /// The offset after the batch's last record: the batch is committed once the high
     /// watermark reaches it.
     pub end_offset: i64,
-    /// The batch's records, in offset order.
+    /// Who wrote it.
+    pub kind: BatchKind,
+    /// The batch's records, in offset order (none for a marker).
     pub records: Vec<CoordinatorRecord>,
 }
 
@@ -47,16 +119,27 @@ pub struct LoadedBatch {
 /// to 0: the leader's append assigns the real ones), so a write's records commit or fail
 /// together.
 pub fn encode_records(records: &[CoordinatorRecord], timestamp_ms: i64) -> Bytes {
+    encode_batch(records, timestamp_ms, None)
+}
+
+/// Encodes `records` as one uncompressed batch, transactional for `producer` (id, epoch)
+/// when given, with no sequence (base sequence -1, as Kafka's coordinators write theirs).
+pub fn encode_batch(
+    records: &[CoordinatorRecord],
+    timestamp_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Bytes {
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(index, record)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: index as i64,
             // No producer: the batch's base sequence is -1. The encoder keeps records in one
@@ -81,9 +164,9 @@ pub fn encode_records(records: &[CoordinatorRecord], timestamp_ms: i64) -> Bytes
     buf.freeze()
 }
 
-/// Decodes the whole record batches of a log read. Control batches (transaction markers) are
-/// skipped: no coordinator replays them yet. A partial batch at the end (a read cut at its
-/// byte limit) is left for the next read.
+/// Decodes the whole record batches of a log read: each with its [`BatchKind`] (a control
+/// batch is its transaction marker, without records). A partial batch at the end (a read cut
+/// at its byte limit) is left for the next read.
 ///
 /// # Errors
 /// A message naming the offset of a batch that does not decode.
@@ -94,12 +177,31 @@ pub fn decode_batches(bytes: &Bytes) -> Result<Vec<LoadedBatch>, String> {
         let (position, header) = item.map_err(|defect| format!("bad batch: {defect:?}"))?;
         let size = header.size_bytes();
         if header.is_control() {
+            let marker = logjam_storage::control::parse_marker(&header, &bytes[position..])
+                .map_err(|defect| {
+                    format!(
+                        "control batch at offset {} does not decode: {defect:?}",
+                        header.base_offset.0
+                    )
+                })?;
             loaded.push(LoadedBatch {
                 end_offset: header.next_offset().0,
+                kind: BatchKind::Marker {
+                    producer_id: header.producer_id,
+                    commit: marker.control_type == logjam_storage::ControlType::Commit,
+                },
                 records: Vec::new(),
             });
             continue;
         }
+        let kind = if header.is_transactional() {
+            BatchKind::Transactional {
+                producer_id: header.producer_id,
+                producer_epoch: header.producer_epoch,
+            }
+        } else {
+            BatchKind::Plain
+        };
         let mut batch = bytes.slice(position..position + size);
         let set = RecordBatchDecoder::decode(&mut batch).map_err(|error| {
             format!(
@@ -109,6 +211,7 @@ pub fn decode_batches(bytes: &Bytes) -> Result<Vec<LoadedBatch>, String> {
         })?;
         loaded.push(LoadedBatch {
             end_offset: header.next_offset().0,
+            kind,
             records: set
                 .records
                 .into_iter()
@@ -144,9 +247,43 @@ mod tests {
             loaded,
             vec![LoadedBatch {
                 end_offset: 2,
-                records
+                kind: BatchKind::Plain,
+                records: records.clone()
             }]
         );
+        let transactional = encode_batch(&records, 7, Some((42, 3)));
+        assert_eq!(
+            decode_batches(&transactional).unwrap()[0].kind,
+            BatchKind::Transactional {
+                producer_id: 42,
+                producer_epoch: 3
+            }
+        );
+        for (control_type, commit) in [
+            (logjam_storage::ControlType::Commit, true),
+            (logjam_storage::ControlType::Abort, false),
+        ] {
+            let marker = logjam_storage::control::marker_batch(
+                42,
+                3,
+                logjam_storage::EndTxnMarker {
+                    control_type,
+                    coordinator_epoch: 1,
+                },
+                9,
+            );
+            assert_eq!(
+                decode_batches(&Bytes::from(marker)).unwrap(),
+                vec![LoadedBatch {
+                    end_offset: 1,
+                    kind: BatchKind::Marker {
+                        producer_id: 42,
+                        commit
+                    },
+                    records: vec![]
+                }]
+            );
+        }
     }
 
     #[test]

@@ -138,10 +138,52 @@ impl TxnVerifier {
         image: &MetadataImage,
         check: &Verification<'_>,
     ) -> Result<(), ResponseError> {
-        let mapped = |error| produce_error(error, check.produce_version);
-        let client = self
-            .coordinator(image, check.transactional_id)
-            .map_err(mapped)?;
+        let verify_only = !self.adds_implicitly(check.produce_version);
+        self.ask(image, check, verify_only)
+            .await
+            .map_err(|error| produce_error(error, check.produce_version))
+    }
+
+    /// Whether a TxnOffsetCommit of `version` is checked (the group coordinator's half of
+    /// KIP-890: under TV2 a v5+ TxnOffsetCommit adds the offsets partition implicitly, as
+    /// such clients send no AddOffsetsToTxn; otherwise only with verification enabled).
+    pub fn checks_txn_offsets(&self, version: i16) -> bool {
+        self.verification_enabled || (self.transaction_version >= 2 && version >= 5)
+    }
+
+    /// The TxnOffsetCommit check: whether the group's `__consumer_offsets` partition is in
+    /// the producer's transaction (under TV2 with a v5+ request, adds it).
+    ///
+    /// # Errors
+    /// The coordinator's answer as the group coordinator returns it: `PRODUCER_FENCED` and
+    /// `INVALID_TXN_STATE`-like refusals pass; unreachable or busy coordinators are
+    /// `COORDINATOR_NOT_AVAILABLE` (retried by clients).
+    pub async fn verify_txn_offsets(
+        &self,
+        image: &MetadataImage,
+        check: &Verification<'_>,
+        txn_offset_commit_version: i16,
+    ) -> Result<(), ResponseError> {
+        let verify_only = !(self.transaction_version >= 2 && txn_offset_commit_version >= 5);
+        self.ask(image, check, verify_only)
+            .await
+            .map_err(|error| match error {
+                ResponseError::ConcurrentTransactions
+                | ResponseError::NetworkException
+                | ResponseError::CoordinatorLoadInProgress
+                | ResponseError::NotCoordinator => ResponseError::CoordinatorNotAvailable,
+                other => other,
+            })
+    }
+
+    /// One AddPartitionsToTxn to the coordinator; the coordinator's error as it is.
+    async fn ask(
+        &self,
+        image: &MetadataImage,
+        check: &Verification<'_>,
+        verify_only: bool,
+    ) -> Result<(), ResponseError> {
+        let client = self.coordinator(image, check.transactional_id)?;
         let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
             AddPartitionsToTxnTransaction::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -149,7 +191,7 @@ impl TxnVerifier {
                 )))
                 .with_producer_id(ProducerId(check.producer_id))
                 .with_producer_epoch(check.producer_epoch)
-                .with_verify_only(!self.adds_implicitly(check.produce_version))
+                .with_verify_only(verify_only)
                 .with_topics(vec![
                     AddPartitionsToTxnTopic::default()
                         .with_name(TopicName(StrBytes::from_string(check.topic.to_owned())))
@@ -166,10 +208,10 @@ impl TxnVerifier {
             .await
         {
             Ok(ResponseKind::AddPartitionsToTxn(answer)) => answer,
-            Ok(_) | Err(_) => return Err(mapped(ResponseError::NetworkException)),
+            Ok(_) | Err(_) => return Err(ResponseError::NetworkException),
         };
         if answer.error_code != 0 {
-            return Err(mapped(to_error(answer.error_code)));
+            return Err(to_error(answer.error_code));
         }
         let code = answer
             .results_by_transaction
@@ -181,7 +223,7 @@ impl TxnVerifier {
             .map(|result| result.partition_error_code);
         match code {
             Some(0) => Ok(()),
-            Some(code) => Err(mapped(to_error(code))),
+            Some(code) => Err(to_error(code)),
             // An answer without our partition verified nothing.
             None => Err(ResponseError::InvalidTxnState),
         }

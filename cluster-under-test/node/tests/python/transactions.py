@@ -12,6 +12,12 @@ zombie: producer A opens a transaction and produces; producer B with the same
 transactional.id calls init_transactions (which fences A and aborts A's transaction); A's
 commit must then fail with librdkafka's fatal _FENCED error, and B can commit its own.
 
+send-offsets: consume-transform-produce. Records are seeded on TOPIC; a consumer of group
+TOPIC-group reads some, a transactional producer writes their transforms to TOPIC-out and
+calls send_offsets_to_transaction(consumer.position(...), consumer_group_metadata()), then
+commits; a second consumer of the group must see those offsets committed. Then the same with
+an abort: a third consumer must still see the first transaction's offsets.
+
 Prints one JSON line with what it saw; exit status 0 only when every expectation held.
 """
 
@@ -172,6 +178,75 @@ def commit_paused(bootstrap, topic, partition, txn_id):
     return ok, {"acked": len(acked), "read_committed": keys, "read_to_end": complete}
 
 
+def send_offsets(bootstrap, topic):
+    import time
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    seed = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        seed.produce(topic, value=f"in-{i}".encode(), partition=i % 2)
+    seed.flush(30)
+    group = f"{topic}-group"
+
+    def consumer():
+        c = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        })
+        c.subscribe([topic])
+        return c
+
+    def committed(c):
+        parts = [TopicPartition(topic, p) for p in range(2)]
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                return {tp.partition: tp.offset for tp in c.committed(parts, timeout=10)}
+            except Exception:  # noqa: BLE001 - retried until the coordinator answers
+                time.sleep(0.5)
+        raise RuntimeError("committed() never answered")
+
+    def step(p, c, count, commit):
+        got = 0
+        deadline = time.time() + 60
+        while got < count and time.time() < deadline:
+            msg = c.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            p.produce(f"{topic}-out", value=b"out-" + msg.value(), partition=0)
+            got += 1
+        positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+        p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 60)
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+        return {tp.partition: tp.offset for tp in positions}
+
+    p = producer(bootstrap, f"{topic}-txn")
+    p.init_transactions(60)
+    c1 = consumer()
+    p.begin_transaction()
+    first = step(p, c1, 10, True)
+    c1.close()
+    c2 = consumer()
+    after_commit = committed(c2)
+    p.begin_transaction()
+    second = step(p, c2, 10, False)
+    c2.close()
+    c3 = consumer()
+    after_abort = committed(c3)
+    c3.close()
+    want = {part: first.get(part, -1001) for part in range(2)}
+    ok = (bool(first) and after_commit == want and after_abort == want
+          and second != first)
+    return ok, {"sent": first, "committed": after_commit, "aborted_sent": second,
+                "after_abort": after_abort}
+
+
 def main():
     bootstrap, topic, mode = sys.argv[1:4]
     if mode == "commit-paused":
@@ -180,7 +255,8 @@ def main():
         print(json.dumps(seen))
         sys.exit(0 if ok else 1)
     ok, seen = {"commit-abort": commit_abort, "zombie": zombie,
-                 "kafka-python-commit-abort": kafka_python_commit_abort}[mode](bootstrap, topic)
+                 "kafka-python-commit-abort": kafka_python_commit_abort,
+                 "send-offsets": send_offsets}[mode](bootstrap, topic)
     seen["ok"] = ok
     print(json.dumps(seen))
     sys.exit(0 if ok else 1)

@@ -1,13 +1,14 @@
 //! The transaction APIs' part of the version sweep: FindCoordinator (a transactional id's
 //! coordinator is this node; v0 is a group lookup: this node too, `groups::prepare` having
 //! created `__consumer_offsets`), AddPartitionsToTxn and AddOffsetsToTxn of an open
-//! transaction, EndTxn of one transaction per version, DescribeTransactions and
-//! ListTransactions seeing the open one.
+//! transaction, TxnOffsetCommit of the sweep group's offsets in it, EndTxn of one transaction
+//! per version, DescribeTransactions and ListTransactions seeing the open one.
 
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, DescribeTransactionsRequest,
     EndTxnRequest, FindCoordinatorRequest, GroupId, InitProducerIdRequest, ListTransactionsRequest,
-    ProducerId, RequestKind, ResponseKind, TransactionalId, add_partitions_to_txn_request,
+    ProducerId, RequestKind, ResponseKind, TransactionalId, TxnOffsetCommitRequest,
+    add_partitions_to_txn_request, txn_offset_commit_request,
 };
 
 use super::{Connection, Context, TOPIC, name, text};
@@ -159,6 +160,24 @@ pub fn request_for(key: ApiKey, version: i16, context: &Context) -> Option<Reque
                 .with_producer_epoch(epoch)
                 .with_group_id(GroupId(text("sweep-group"))),
         ),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id(OPEN))
+                .with_group_id(GroupId(text("sweep-group")))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch)
+                .with_generation_id(-1)
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(name(TOPIC))
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(i64::from(version) + 1)
+                                .with_committed_leader_epoch(-1),
+                        ]),
+                ]),
+        ),
         ApiKey::EndTxn => {
             let (producer_id, epoch) = context.producers.ended[version as usize];
             RequestKind::EndTxn(
@@ -232,6 +251,12 @@ pub fn check(
             }
         }
         ResponseKind::AddOffsetsToTxn(r) if r.error_code == 0 => Ok(()),
+        ResponseKind::TxnOffsetCommit(r) => {
+            match r.topics.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.partition_index == 0 && p.error_code == 0 => Ok(()),
+                _ => Err(format!("{r:?}")),
+            }
+        }
         ResponseKind::EndTxn(r) => {
             let (_, ended_epoch) = context.producers.ended[version as usize];
             // v5 is TV2's: the epoch is bumped and answered.

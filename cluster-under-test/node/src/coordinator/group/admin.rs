@@ -7,9 +7,9 @@ use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::members::write_in_turn;
 use crate::coordinator::group::shard::{GroupShard, group_record, offset_tombstone};
+use crate::coordinator::group::txn_offsets::GroupState;
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
 use crate::coordinator::txn::append_error;
-use crate::coordinator::txn_offsets::GroupState;
 
 /// The topics of a `ConsumerProtocolSubscription` (every version starts with its version and
 /// the topic array); `None` when the metadata is not one.

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::record::{GroupValue, MemberValue};
-use crate::coordinator::txn_offsets::{GroupState, GroupView};
+use crate::coordinator::group::txn_offsets::{GroupState, GroupView};
 
 /// One classic group.
 #[derive(Debug, Clone)]

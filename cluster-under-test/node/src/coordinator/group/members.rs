@@ -19,9 +19,9 @@ use crate::coordinator::group::classic::{
     ClassicGroup, Effects, JoinReply, JoinRequest, LeaveOutcome, SyncReply, SyncRequest,
 };
 use crate::coordinator::group::shard::{GroupShard, group_record};
+use crate::coordinator::group::txn_offsets::{GroupState, GroupView};
 use crate::coordinator::shard::CoordinatorRecord;
 use crate::coordinator::txn::append_error;
-use crate::coordinator::txn_offsets::{GroupState, GroupView};
 use crate::replica::now_ms;
 
 /// How often the clocks are checked.
@@ -430,8 +430,8 @@ pub struct Described {
 }
 
 /// Kafka's name of a group state.
-pub fn state_name(state: crate::coordinator::txn_offsets::GroupState) -> &'static str {
-    use crate::coordinator::txn_offsets::GroupState as S;
+pub fn state_name(state: crate::coordinator::group::txn_offsets::GroupState) -> &'static str {
+    use crate::coordinator::group::txn_offsets::GroupState as S;
     match state {
         S::Empty => "Empty",
         S::PreparingRebalance => "PreparingRebalance",
@@ -458,8 +458,8 @@ impl GroupCoordinator {
         }
         self.with_group(group_id, |live, _| {
             let group = &live.group;
-            let with_data =
-                group.state != crate::coordinator::txn_offsets::GroupState::PreparingRebalance;
+            let with_data = group.state
+                != crate::coordinator::group::txn_offsets::GroupState::PreparingRebalance;
             Some(Described {
                 state: state_name(group.state),
                 protocol_type: group.protocol_type.clone().unwrap_or_default(),

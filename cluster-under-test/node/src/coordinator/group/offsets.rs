@@ -6,7 +6,9 @@ use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::record::OffsetValue;
 use crate::coordinator::group::shard::GroupEntry;
-use crate::coordinator::txn_offsets::{CommitMember, GroupState, GroupView};
+use crate::coordinator::group::txn_offsets::{
+    CommitMember, GroupState, GroupView, PendingTxnOffsets,
+};
 
 /// Kafka's `offset.metadata.max.bytes` default.
 pub const MAX_METADATA_BYTES: usize = 4096;
@@ -93,6 +95,29 @@ pub fn validate_member(
 pub fn check_metadata(metadata: Option<&str>) -> Option<ResponseError> {
     (metadata.map_or(0, str::len) > MAX_METADATA_BYTES)
         .then_some(ResponseError::OffsetMetadataTooLarge)
+}
+
+/// OffsetFetch with `RequireStable` (KIP-447): a partition an open transaction holds an
+/// offset for answers `UNSTABLE_OFFSET_COMMIT` and no offset (Kafka's
+/// `hasPendingTransactionalOffsets`); the client retries until the marker lands.
+pub fn mark_unstable(
+    fetched: &mut [(String, Vec<FetchedOffset>)],
+    group: &str,
+    pending: &PendingTxnOffsets,
+) {
+    for (topic, partitions) in fetched {
+        for answer in partitions {
+            if pending.is_pending(group, &(topic.clone(), answer.partition)) {
+                *answer = FetchedOffset {
+                    partition: answer.partition,
+                    offset: -1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    error: Some(ResponseError::UnstableOffsetCommit),
+                };
+            }
+        }
+    }
 }
 
 /// One answered partition of a fetch.
@@ -295,5 +320,21 @@ mod tests {
             Some(ResponseError::OffsetMetadataTooLarge)
         );
         assert_eq!(check_metadata(Some("ok")), None);
+        let mut pending = PendingTxnOffsets::default();
+        let staged = OffsetValue {
+            offset: 9,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 1,
+        };
+        pending.stage(5, "g", ("a".into(), 1), staged, 1);
+        let mut got = fetch(Some(&entry), Some(&asked));
+        mark_unstable(&mut got, "g", &pending);
+        assert_eq!(got[0].1[0].error, None);
+        assert_eq!(got[0].1[1].error, Some(ResponseError::UnstableOffsetCommit));
+        assert_eq!(got[0].1[1].offset, -1);
+        let mut other = fetch(Some(&entry), Some(&asked));
+        mark_unstable(&mut other, "h", &pending);
+        assert_eq!(other[0].1[1].offset, 7);
     }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::coordinator::group::record::{self, GroupKey, GroupValue, OffsetValue};
+use crate::coordinator::group::txn_offsets::PendingTxnOffsets;
 use crate::coordinator::shard::{CoordinatorRecord, CoordinatorShard};
 
 /// A partition, as (topic, index).
@@ -19,6 +20,8 @@ pub struct GroupEntry {
     pub offsets: BTreeMap<TopicPartition, OffsetValue>,
     /// The last generation written (None: never written, or deleted).
     pub metadata: Option<GroupValue>,
+    /// The replay position of each committed offset's record.
+    pub written_at: BTreeMap<TopicPartition, u64>,
 }
 
 /// Every group of one partition of `__consumer_offsets`.
@@ -26,6 +29,10 @@ pub struct GroupEntry {
 pub struct GroupShard {
     /// Groups by id; values are shared so the runtime's copy of the latest state stays cheap.
     groups: BTreeMap<String, Arc<GroupEntry>>,
+    /// Offsets written in transactions not ended yet.
+    txn: PendingTxnOffsets,
+    /// How many records (and markers) were replayed: a record's position in the log order.
+    position: u64,
 }
 
 impl GroupShard {
@@ -39,6 +46,11 @@ impl GroupShard {
         self.groups
             .iter()
             .map(|(id, entry)| (id.as_str(), entry.as_ref()))
+    }
+
+    /// The offsets of open transactions.
+    pub fn pending_txn(&self) -> &PendingTxnOffsets {
+        &self.txn
     }
 
     fn entry(&mut self, group: String) -> &mut GroupEntry {
@@ -87,6 +99,7 @@ pub fn group_record(group: &str, value: Option<&GroupValue>) -> CoordinatorRecor
 
 impl CoordinatorShard for GroupShard {
     fn replay(&mut self, record: &CoordinatorRecord) -> Result<(), String> {
+        self.position += 1;
         let key = record
             .key
             .as_ref()
@@ -99,15 +112,18 @@ impl CoordinatorShard for GroupShard {
             } => match &record.value {
                 None => {
                     if self.groups.contains_key(&group) {
-                        self.entry(group.clone())
-                            .offsets
-                            .remove(&(topic, partition));
+                        let entry = self.entry(group.clone());
+                        entry.offsets.remove(&(topic.clone(), partition));
+                        entry.written_at.remove(&(topic, partition));
                         self.forget_if_empty(&group);
                     }
                 }
                 Some(value) => {
                     let value = record::decode_offset_value(value)?;
-                    self.entry(group).offsets.insert((topic, partition), value);
+                    let position = self.position;
+                    let entry = self.entry(group);
+                    entry.offsets.insert((topic.clone(), partition), value);
+                    entry.written_at.insert((topic, partition), position);
                 }
             },
             GroupKey::Group(group) => match &record.value {
@@ -125,6 +141,67 @@ impl CoordinatorShard for GroupShard {
         }
         Ok(())
     }
+
+    /// An offset written by TxnOffsetCommit is staged for its producer; other records of a
+    /// transaction replay as usual.
+    fn replay_transactional(
+        &mut self,
+        producer_id: i64,
+        record: &CoordinatorRecord,
+    ) -> Result<(), String> {
+        let key = record
+            .key
+            .as_ref()
+            .ok_or_else(|| "a __consumer_offsets record without a key".to_owned())?;
+        let GroupKey::Offset {
+            group,
+            topic,
+            partition,
+        } = record::decode_key(key)?
+        else {
+            return self.replay(record);
+        };
+        self.position += 1;
+        match &record.value {
+            None => self.txn.unstage(producer_id, &group, &(topic, partition)),
+            Some(value) => {
+                let value = record::decode_offset_value(value)?;
+                self.txn.stage(
+                    producer_id,
+                    &group,
+                    (topic, partition),
+                    value,
+                    self.position,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A COMMIT marker makes the producer's staged offsets committed, each unless an offset
+    /// of the same partition was committed after it was written (Kafka's
+    /// `replayEndTransactionMarker`); an ABORT drops them.
+    fn replay_end_transaction(&mut self, producer_id: i64, commit: bool) -> Result<(), String> {
+        self.position += 1;
+        let staged = self.txn.end(producer_id);
+        if !commit {
+            return Ok(());
+        }
+        for (group, offsets) in staged {
+            let entry = self.entry(group);
+            for (partition, staged) in offsets {
+                if entry
+                    .written_at
+                    .get(&partition)
+                    .is_none_or(|&at| at < staged.at)
+                {
+                    entry.offsets.insert(partition.clone(), staged.value);
+                    entry.written_at.insert(partition, staged.at);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -138,6 +215,39 @@ mod tests {
             metadata: String::new(),
             commit_timestamp: 1,
         }
+    }
+
+    #[test]
+    fn transactional_offsets_apply_only_at_a_commit_marker() {
+        let tp = ("t".to_owned(), 0);
+        let mut shard = GroupShard::default();
+        shard
+            .replay_transactional(7, &offset_record("g", "t", 0, &offset(5)))
+            .unwrap();
+        shard
+            .replay_transactional(8, &offset_record("g", "t", 1, &offset(50)))
+            .unwrap();
+        assert!(shard.get("g").is_none());
+        assert!(shard.pending_txn().is_pending("g", &tp));
+        // Abort: dropped.
+        shard.replay_end_transaction(8, false).unwrap();
+        assert!(shard.get("g").is_none());
+        // Commit: visible.
+        shard.replay_end_transaction(7, true).unwrap();
+        assert_eq!(shard.get("g").unwrap().offsets[&tp].offset, 5);
+        assert!(!shard.pending_txn().is_pending("g", &tp));
+        // A plain commit written after the transactional one, before the marker, wins.
+        shard
+            .replay_transactional(9, &offset_record("g", "t", 0, &offset(6)))
+            .unwrap();
+        shard
+            .replay(&offset_record("g", "t", 0, &offset(20)))
+            .unwrap();
+        shard.replay_end_transaction(9, true).unwrap();
+        assert_eq!(shard.get("g").unwrap().offsets[&tp].offset, 20);
+        // A marker for a producer with nothing staged changes nothing.
+        shard.replay_end_transaction(9, true).unwrap();
+        assert_eq!(shard.get("g").unwrap().offsets.len(), 1);
     }
 
     #[test]

@@ -52,6 +52,62 @@ impl Partition {
         .await
     }
 
+    /// Appends a coordinator's transactional batch (TxnOffsetCommit's offsets) as the leader,
+    /// acks=all: as Kafka's `AppendOrigin.COORDINATOR`, the producer's sequence is not
+    /// checked (the batch has none) but an epoch older than the partition's is
+    /// `INVALID_PRODUCER_EPOCH`; with `guard` (taken by [`Partition::opens_transaction`]
+    /// before the transaction coordinator verified the partition), a batch that would open
+    /// the transaction after a marker voided the guard is `INVALID_TXN_STATE`.
+    ///
+    /// # Errors
+    /// As above, and [`Partition::append`]'s.
+    pub async fn append_as_coordinator(
+        self: Arc<Self>,
+        records: bytes::Bytes,
+        producer_id: i64,
+        producer_epoch: i16,
+        guard: Option<VerificationGuard>,
+    ) -> Result<Appended, ResponseError> {
+        self.append_under_leadership(Acks::All, move |partition, log, leader_epoch| {
+            let entry = log.producer_state().entry(ProducerId(producer_id));
+            if entry.is_some_and(|entry| entry.epoch.0 > producer_epoch) {
+                return Err(ResponseError::InvalidProducerEpoch);
+            }
+            let opens = entry.is_none_or(|entry| entry.current_txn_first_offset.is_none());
+            if let Some(guard) = guard
+                && opens
+                && !log.transaction_verification_holds(ProducerId(producer_id), guard)
+            {
+                return Err(ResponseError::InvalidTxnState);
+            }
+            let info = log
+                .append_as_leader(&records, LeaderEpoch(leader_epoch), now_ms())
+                .map_err(|error| {
+                    tracing::debug!(partition = %partition.topic_partition, %error,
+                        "coordinator append refused");
+                    super::kafka_error(error.kafka_error_code())
+                })?;
+            Ok(Appended {
+                base_offset: info.first_offset.0,
+                log_start_offset: log.log_start_offset().0,
+                end_offset: info.last_offset.0 + 1,
+                leader_epoch,
+            })
+        })
+        .await
+    }
+
+    /// Takes a verification guard for `producer_id` unless it has a transaction open here
+    /// (then `None`: nothing to verify).
+    pub fn start_verification(&self, producer_id: i64) -> Option<VerificationGuard> {
+        let mut log = self.lock();
+        let open = log
+            .producer_state()
+            .entry(ProducerId(producer_id))
+            .is_some_and(|entry| entry.current_txn_first_offset.is_some());
+        (!open).then(|| log.start_transaction_verification(ProducerId(producer_id)))
+    }
+
     /// The producer id and epoch of `records` when its first batch is transactional and
     /// would open a transaction on this partition (no open one for that producer): the
     /// produce path then verifies it with the coordinator first (Kafka's

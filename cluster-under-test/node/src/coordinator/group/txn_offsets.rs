@@ -1,16 +1,14 @@
-//! Transactional offset commits on the group side, as pure data for the consumer-group
-//! coordinator to take over (Kafka's `GroupMetadata.pendingTransactionalOffsetCommits` and
-//! the KIP-447 check of `validateOffsetCommit`):
+//! Transactional offset commits on the group side, pure (Kafka's
+//! `OffsetMetadataManager.pendingTransactionalOffsets` and the KIP-447 check of
+//! `ClassicGroup.validateOffsetCommit` for a transactional commit):
 //!
-//! - [`PendingTxnOffsets`]: the offsets a TxnOffsetCommit stored for a producer id, invisible
-//!   until the transaction's marker reaches the group's `__consumer_offsets` partition, which
-//!   moves them to the committed offsets (commit) or drops them (abort). Kafka writes them to
-//!   `__consumer_offsets` as transactional records; logjam has no `__consumer_offsets` topic
-//!   yet, so this store is in memory and nothing here is durable: the group issue backs it
-//!   with the log and calls [`PendingTxnOffsets::complete`] when it applies the marker.
-//! - [`check_member`]: KIP-447's generation and member-id fencing of a TxnOffsetCommit
-//!   against the group's current state. A group the node does not know (no group coordinator
-//!   yet) is accepted unchecked, as a Kafka broker accepts a commit for an empty group.
+//! - [`PendingTxnOffsets`]: the offsets TxnOffsetCommit wrote to a `__consumer_offsets`
+//!   partition inside a producer's transaction, replayed from that partition's log
+//!   (`shard.rs`) and invisible to OffsetFetch until the transaction's marker reaches the
+//!   partition: COMMIT makes them committed offsets, ABORT drops them.
+//! - [`check_member`]: KIP-447's generation and member fencing of a TxnOffsetCommit.
+//! - The group view both OffsetCommit and TxnOffsetCommit are fenced against
+//!   ([`GroupView`], [`GroupState`], [`CommitMember`]).
 //!
 //! Nothing here does I/O or reads a clock.
 
@@ -18,70 +16,83 @@ use std::collections::{BTreeMap, HashMap};
 
 use kafka_protocol::ResponseError;
 
+use crate::coordinator::group::record::OffsetValue;
+
 /// A partition, as (topic, index).
 pub type TopicPartition = (String, i32);
 
-/// One committed offset (OffsetCommit's fields).
+/// One offset written in a transaction, with the replay position of its record (a commit
+/// marker applies it only over an offset committed at an earlier position, as Kafka compares
+/// record offsets).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetEntry {
-    /// The next offset to consume.
-    pub offset: i64,
-    /// The leader epoch of the last consumed record, or -1.
-    pub leader_epoch: i32,
-    /// The client's metadata string.
-    pub metadata: Option<String>,
+pub struct Staged {
+    /// The offset.
+    pub value: OffsetValue,
+    /// Its record's replay position.
+    pub at: u64,
 }
 
-/// Pending and committed transactional offsets of every group this node coordinates.
+/// group → partition → staged offset.
+pub type StagedOffsets = BTreeMap<String, BTreeMap<TopicPartition, Staged>>;
+
+/// The offsets of open transactions on one `__consumer_offsets` partition.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PendingTxnOffsets {
-    /// producer id → group → partition → offset, not yet visible.
-    pending: HashMap<i64, HashMap<String, BTreeMap<TopicPartition, OffsetEntry>>>,
-    /// group → partition → offset, visible to OffsetFetch.
-    committed: HashMap<String, BTreeMap<TopicPartition, OffsetEntry>>,
+    /// producer id → its staged offsets.
+    pending: BTreeMap<i64, StagedOffsets>,
 }
 
 impl PendingTxnOffsets {
-    /// Stores `offsets` of `group` in `producer_id`'s open transaction; a later commit of the
-    /// same partition in the same transaction replaces the earlier one.
+    /// Stages `value` for (`group`, `partition`) in `producer_id`'s transaction; a later write
+    /// of the same partition in the same transaction replaces it.
     pub fn stage(
         &mut self,
         producer_id: i64,
         group: &str,
-        offsets: impl IntoIterator<Item = (TopicPartition, OffsetEntry)>,
+        partition: TopicPartition,
+        value: OffsetValue,
+        at: u64,
     ) {
         self.pending
             .entry(producer_id)
             .or_default()
             .entry(group.to_owned())
             .or_default()
-            .extend(offsets);
+            .insert(partition, Staged { value, at });
     }
 
-    /// Applies the marker of `producer_id`'s transaction: a commit makes its offsets the
-    /// groups' committed offsets, an abort drops them. Returns the groups touched.
-    pub fn complete(&mut self, producer_id: i64, commit: bool) -> Vec<String> {
-        let Some(groups) = self.pending.remove(&producer_id) else {
-            return Vec::new();
-        };
-        let mut touched: Vec<String> = groups.keys().cloned().collect();
-        touched.sort();
-        if commit {
-            for (group, offsets) in groups {
-                self.committed.entry(group).or_default().extend(offsets);
+    /// Drops a staged offset (a transactional tombstone).
+    pub fn unstage(&mut self, producer_id: i64, group: &str, partition: &TopicPartition) {
+        if let Some(groups) = self.pending.get_mut(&producer_id)
+            && let Some(offsets) = groups.get_mut(group)
+        {
+            offsets.remove(partition);
+            if offsets.is_empty() {
+                groups.remove(group);
+            }
+            if groups.is_empty() {
+                self.pending.remove(&producer_id);
             }
         }
-        touched
     }
 
-    /// The committed offset of `partition` in `group` (what OffsetFetch answers).
-    pub fn committed(&self, group: &str, partition: &TopicPartition) -> Option<&OffsetEntry> {
-        self.committed.get(group)?.get(partition)
+    /// Ends `producer_id`'s transaction: returns what it staged (for a COMMIT to apply).
+    pub fn end(&mut self, producer_id: i64) -> StagedOffsets {
+        self.pending.remove(&producer_id).unwrap_or_default()
     }
 
-    /// Whether `group` has offsets in an open transaction (OffsetFetch with
-    /// `RequireStable` answers `UNSTABLE_OFFSET_COMMIT` for them, KIP-447).
-    pub fn has_pending(&self, group: &str) -> bool {
+    /// Whether an open transaction holds an offset for (`group`, `partition`) (OffsetFetch
+    /// with `RequireStable` answers `UNSTABLE_OFFSET_COMMIT` for it, KIP-447).
+    pub fn is_pending(&self, group: &str, partition: &TopicPartition) -> bool {
+        self.pending.values().any(|groups| {
+            groups
+                .get(group)
+                .is_some_and(|offsets| offsets.contains_key(partition))
+        })
+    }
+
+    /// Whether an open transaction holds any offset of `group`.
+    pub fn has_group(&self, group: &str) -> bool {
         self.pending
             .values()
             .any(|groups| groups.contains_key(group))
@@ -134,8 +145,8 @@ pub struct CommitMember<'a> {
 /// member id, no instance id) is not checked; a static member whose instance id maps to
 /// another member id is `FENCED_INSTANCE_ID` (to none: `UNKNOWN_MEMBER_ID`); an unknown
 /// member is `UNKNOWN_MEMBER_ID`; another generation is `ILLEGAL_GENERATION`. A rebalance in
-/// progress does not refuse a transactional commit. `group` is `None` for a group the node
-/// does not know: accepted (there is no group coordinator yet).
+/// progress does not refuse a transactional commit. `group` is `None` for a group the
+/// coordinator does not know: accepted, as Kafka creates a simple group for it.
 ///
 /// # Errors
 /// As above.
@@ -175,11 +186,12 @@ pub fn check_member(
 mod tests {
     use super::*;
 
-    fn entry(offset: i64) -> OffsetEntry {
-        OffsetEntry {
+    fn value(offset: i64) -> OffsetValue {
+        OffsetValue {
             offset,
             leader_epoch: -1,
-            metadata: None,
+            metadata: String::new(),
+            commit_timestamp: 1,
         }
     }
 
@@ -188,24 +200,36 @@ mod tests {
     }
 
     #[test]
-    fn offsets_become_visible_only_at_a_commit_marker() {
+    fn staged_offsets_are_kept_per_producer_until_their_marker() {
         let mut store = PendingTxnOffsets::default();
-        store.stage(7, "g", [(tp(0), entry(5)), (tp(1), entry(9))]);
-        store.stage(7, "g", [(tp(0), entry(6))]);
-        store.stage(8, "g", [(tp(0), entry(100))]);
-        assert_eq!(store.committed("g", &tp(0)), None);
-        assert!(store.has_pending("g"));
-        // Producer 8 aborts: its offset is dropped.
-        assert_eq!(store.complete(8, false), vec!["g".to_owned()]);
-        assert_eq!(store.committed("g", &tp(0)), None);
-        // Producer 7 commits: its last offsets per partition become visible.
-        assert_eq!(store.complete(7, true), vec!["g".to_owned()]);
-        assert_eq!(store.committed("g", &tp(0)), Some(&entry(6)));
-        assert_eq!(store.committed("g", &tp(1)), Some(&entry(9)));
-        assert!(!store.has_pending("g"));
-        // A marker for a producer with nothing pending changes nothing.
-        assert!(store.complete(7, false).is_empty());
-        assert_eq!(store.committed("g", &tp(0)), Some(&entry(6)));
+        store.stage(7, "g", tp(0), value(5), 1);
+        store.stage(7, "g", tp(1), value(9), 2);
+        store.stage(7, "g", tp(0), value(6), 3);
+        store.stage(8, "g", tp(0), value(100), 4);
+        store.stage(8, "h", tp(2), value(1), 5);
+        assert!(store.is_pending("g", &tp(0)));
+        assert!(store.is_pending("h", &tp(2)));
+        assert!(!store.is_pending("g", &tp(2)));
+        let ended = store.end(8);
+        assert_eq!(ended.len(), 2);
+        assert!(!store.is_pending("h", &tp(2)));
+        // Producer 7 still holds g's partition 0.
+        assert!(store.is_pending("g", &tp(0)));
+        let ended = store.end(7);
+        // The last write of a partition in the transaction wins.
+        assert_eq!(
+            ended["g"][&tp(0)],
+            Staged {
+                value: value(6),
+                at: 3
+            }
+        );
+        assert_eq!(ended["g"][&tp(1)].value.offset, 9);
+        assert!(!store.is_pending("g", &tp(0)));
+        assert!(store.end(7).is_empty());
+        store.stage(9, "g", tp(0), value(1), 6);
+        store.unstage(9, "g", &tp(0));
+        assert!(!store.is_pending("g", &tp(0)));
     }
 
     #[test]
