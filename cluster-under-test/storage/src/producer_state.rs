@@ -201,18 +201,35 @@ pub enum ProducerStateError {
         /// The last coordinator epoch recorded.
         current: i32,
     },
+    /// A transactional batch at a newer epoch while the producer's transaction at an older
+    /// epoch is still open here: under TV2 the coordinator bumped the epoch when it prepared
+    /// that transaction, whose marker has not arrived yet, and appending now would put the
+    /// batch inside it, to be committed or aborted by the old marker (Kafka's KAFKA-18575:
+    /// `CONCURRENT_TRANSACTIONS`, retried by the client until the marker lands).
+    #[error(
+        "producer {producer_id:?} epoch {epoch:?}: its transaction at {open_epoch:?} is still open"
+    )]
+    ConcurrentTransactions {
+        /// The producer.
+        producer_id: ProducerId,
+        /// The batch's epoch.
+        epoch: ProducerEpoch,
+        /// The epoch of the open transaction.
+        open_epoch: ProducerEpoch,
+    },
 }
 
 impl ProducerStateError {
     /// The Kafka error code the response carries: 47 `INVALID_PRODUCER_EPOCH`, 45
-    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, 48 `INVALID_TXN_STATE` or 52
-    /// `TRANSACTION_COORDINATOR_FENCED`.
+    /// `OUT_OF_ORDER_SEQUENCE_NUMBER`, 48 `INVALID_TXN_STATE`, 52
+    /// `TRANSACTION_COORDINATOR_FENCED` or 51 `CONCURRENT_TRANSACTIONS`.
     pub fn kafka_error_code(&self) -> i16 {
         match self {
             ProducerStateError::StaleEpoch { .. } => 47,
             ProducerStateError::OutOfOrderSequence { .. } => 45,
             ProducerStateError::InvalidTxnState { .. } => 48,
             ProducerStateError::CoordinatorFenced { .. } => 52,
+            ProducerStateError::ConcurrentTransactions { .. } => 51,
         }
     }
 }
@@ -271,12 +288,25 @@ impl ProducerStateTable {
     /// accepted at any sequence (KIP-360: no `UNKNOWN_PRODUCER_ID` from Kafka 2.5 on).
     ///
     /// A batch that passes those checks is then refused when it is not transactional while the
-    /// producer's transaction is open (`INVALID_TXN_STATE`, Kafka's `appendDataBatch`).
+    /// producer's transaction is open (`INVALID_TXN_STATE`, Kafka's `appendDataBatch`), or
+    /// transactional at a newer epoch than the open transaction's (`CONCURRENT_TRANSACTIONS`).
     ///
     /// # Errors
     /// [`ProducerStateError`] when the batch must be refused.
     pub fn check(&self, batch: &ProducerBatch) -> Result<Verdict, ProducerStateError> {
         let verdict = self.check_sequence(batch)?;
+        if verdict == Verdict::Append
+            && batch.is_transactional
+            && let Some(entry) = self.producers.get(&batch.producer_id)
+            && entry.current_txn_first_offset.is_some()
+            && batch.producer_epoch > entry.epoch
+        {
+            return Err(ProducerStateError::ConcurrentTransactions {
+                producer_id: batch.producer_id,
+                epoch: batch.producer_epoch,
+                open_epoch: entry.epoch,
+            });
+        }
         if verdict == Verdict::Append
             && !batch.is_transactional
             && let Some(txn_first_offset) = self

@@ -23,8 +23,8 @@ pub use adapter::{TxnSettings, TxnWorkload};
 use std::sync::Arc;
 use std::time::Duration;
 
-use logjam_client::consumer::Consumer;
-use logjam_client::ids::TopicPartition;
+use logjam_client::consumer::{Consumer, SeekTo};
+use logjam_client::ids::{Offset, TopicPartition};
 use logjam_client::outcome::Certainty;
 use logjam_client::producer::{Producer, ProducerRecord};
 use logjam_history::{
@@ -318,6 +318,7 @@ impl TxnClient {
             OpValue::MicroOps(micro.clone()),
             None,
         )?;
+        let positions = self.positions();
         let outcome = self.run(&steps, abort, &mut micro).await;
         let value = OpValue::MicroOps(micro);
         match outcome {
@@ -329,6 +330,7 @@ impl TxnClient {
                 certainty: Certainty::Definite,
                 error,
             }) => {
+                self.rewind(positions);
                 self.record(OpType::Fail, f, value, Some(error))?;
                 Ok(Completion::Fail)
             }
@@ -338,6 +340,38 @@ impl TxnClient {
             }) => {
                 self.record(OpType::Info, f, value, Some(error))?;
                 Ok(Completion::Info)
+            }
+        }
+    }
+
+    /// The consumer's known positions, before a transaction.
+    /// `None` when there is no consumer yet.
+    fn positions(&self) -> Option<Vec<(TopicPartition, Offset)>> {
+        self.consumer.as_ref().map(|consumer| {
+            consumer
+                .assignment()
+                .into_iter()
+                .filter_map(|tp| consumer.position(&tp).map(|offset| (tp, offset)))
+                .collect()
+        })
+    }
+
+    /// After a transaction that certainly did not commit, moves the consumer back to where it
+    /// was before it (what a consume-transform-produce application does on abort: the
+    /// consumer does not rewind by itself), so the `fail` op took no effect at all: its polls
+    /// advanced nothing, and the next op reads on from the last committed op's position (the
+    /// checker compares a poll with the process's previous `ok` read; a failed op's reads,
+    /// not rewound, would show as poll-skips). A consumer created inside the transaction is
+    /// dropped.
+    fn rewind(&mut self, positions: Option<Vec<(TopicPartition, Offset)>>) {
+        let Some(positions) = positions else {
+            self.consumer = None;
+            return;
+        };
+        if let Some(consumer) = self.consumer.as_mut() {
+            for (tp, offset) in positions {
+                // Every partition is still assigned: a transaction does not reassign.
+                let _ = consumer.seek(&tp, SeekTo::Offset(offset));
             }
         }
     }

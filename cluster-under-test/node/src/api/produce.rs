@@ -33,7 +33,7 @@ use crate::api::Reply;
 use crate::canary::Canary;
 use crate::coordinator::internal_topic;
 use crate::replica::replication::AcksOutcome;
-use crate::replica::txn_verify::Verification;
+use crate::replica::txn_verify::{self, Verification};
 use crate::replica::{Acks, Appended, Partition, ReplicaManager};
 
 /// Appends every partition's records and answers once all are settled.
@@ -81,7 +81,8 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                                 Ok(guard) => Arc::clone(&partition)
                                     .append_verified(records, acks, guard)
                                     .await
-                                    .map(|appended| (partition, appended)),
+                                    .map(|appended| (partition, appended))
+                                    .map_err(|error| concurrent_retriable(error, version)),
                             }
                         }
                     },
@@ -265,6 +266,16 @@ async fn verify(
         tracing::debug!(?check, ?error, "transactional produce not verified");
     }
     verified.map(|()| Some((producer_id, guard)))
+}
+
+/// The append's `CONCURRENT_TRANSACTIONS` (a TV2 transaction begun before the previous
+/// one's marker reached this partition) as the coordinator's would be answered to a
+/// produce ([`txn_verify::produce_error`]): an error every client retries.
+fn concurrent_retriable(error: ResponseError, version: i16) -> ResponseError {
+    match error {
+        ResponseError::ConcurrentTransactions => txn_verify::produce_error(error, version),
+        other => other,
+    }
 }
 
 /// One partition of a produce request on its way to an answer.

@@ -214,6 +214,40 @@ mod tests {
         }
     }
 
+    /// TV2: the coordinator answers EndTxn at the bumped epoch before its marker reaches the
+    /// partition. The next transaction's first batch, at that epoch, must wait for the
+    /// marker: appended now, it would join the open transaction and be committed (or
+    /// aborted) by the old marker.
+    #[test]
+    fn a_newer_epoch_waits_for_the_open_transaction_s_marker() {
+        use ControlType::*;
+        use Step::*;
+        let check = |table: &ProducerStateTable, batch: ProducerBatch| {
+            table
+                .check(&batch)
+                .map_err(|error| error.kafka_error_code())
+        };
+        let (open, _) = replay(&[Data(3, 0, true), Data(3, 1, true)]);
+        assert_eq!(check(&open, data(4, 0, true)), Err(51), "next transaction");
+        assert_eq!(
+            check(&open, data(3, 2, true)),
+            Ok(Verdict::Append),
+            "same one"
+        );
+        let (closed, _) = replay(&[Data(3, 0, true), Marker(4, Commit, 0)]);
+        assert_eq!(
+            check(&closed, data(4, 0, true)),
+            Ok(Verdict::Append),
+            "after it"
+        );
+        let (idle, _) = replay(&[Data(3, 0, false)]);
+        assert_eq!(
+            check(&idle, data(4, 0, true)),
+            Ok(Verdict::Append),
+            "none open"
+        );
+    }
+
     #[test]
     fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         use ControlType::*;
