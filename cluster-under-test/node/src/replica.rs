@@ -17,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use manager::{IsrChangeReceiver, ReplicaManager};
 pub use partition::{
     Acks, Appended, ConsumerRead, FollowerRead, Isolation, IsrChange, Partition, PartitionOffsets,
+    Verified,
 };
 
 /// Milliseconds since the Unix epoch, the clock Kafka stamps into logs.

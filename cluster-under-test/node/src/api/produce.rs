@@ -27,14 +27,13 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
-use logjam_storage::VerificationGuard;
 
 use crate::api::Reply;
 use crate::canary::Canary;
 use crate::coordinator::internal_topic;
 use crate::replica::replication::AcksOutcome;
 use crate::replica::txn_verify::{self, Verification};
-use crate::replica::{Acks, Appended, Partition, ReplicaManager};
+use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified};
 
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
@@ -240,15 +239,15 @@ async fn verify(
     partition: &Partition,
     records: &[u8],
     version: i16,
-) -> Result<Option<(i64, VerificationGuard)>, ResponseError> {
+) -> Result<Verified, ResponseError> {
     let Some(transactional_id) = transactional_id else {
-        return Ok(None);
+        return Ok(Verified::NotRequired);
     };
     if !replicas.txn_verifier().checks(version) {
-        return Ok(None);
+        return Ok(Verified::NotRequired);
     }
     let Some((producer_id, producer_epoch, guard)) = partition.opens_transaction(records) else {
-        return Ok(None);
+        return Ok(Verified::WasOpen);
     };
     let check = Verification {
         transactional_id: transactional_id.0.as_str(),
@@ -265,7 +264,7 @@ async fn verify(
     if let Err(error) = verified {
         tracing::debug!(?check, ?error, "transactional produce not verified");
     }
-    verified.map(|()| Some((producer_id, guard)))
+    verified.map(|()| Verified::Guarded(producer_id, guard))
 }
 
 /// The append's `CONCURRENT_TRANSACTIONS` (a TV2 transaction begun before the previous

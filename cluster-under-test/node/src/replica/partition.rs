@@ -5,6 +5,7 @@
 //! `partition/leader.rs`; the decisions themselves are pure functions in `replication.rs`.
 
 mod leader;
+pub use leader::Verified;
 mod txn;
 
 use std::sync::atomic::{AtomicBool, Ordering};

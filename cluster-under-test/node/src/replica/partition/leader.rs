@@ -43,6 +43,18 @@ pub(super) struct LeaderState {
     pub(super) pending_isr: Option<PendingIsrChange>,
 }
 
+/// What the produce path's KIP-890 check established about a transactional batch, for
+/// [`Partition::append_verified`].
+#[derive(Debug, Clone, Copy)]
+pub enum Verified {
+    /// No check applies (no transactional id, or verification off for this version).
+    NotRequired,
+    /// The producer had a transaction open here, so nothing was asked of the coordinator.
+    WasOpen,
+    /// The coordinator confirmed the partition for this producer id under this guard.
+    Guarded(i64, VerificationGuard),
+}
+
 impl Default for LeaderState {
     fn default() -> LeaderState {
         LeaderState {
@@ -283,7 +295,8 @@ impl Partition {
         records: Bytes,
         acks: Acks,
     ) -> Result<Appended, ResponseError> {
-        self.append_verified(records, acks, None).await
+        self.append_verified(records, acks, Verified::NotRequired)
+            .await
     }
 
     /// [`Partition::append`] of records the coordinator verified under `guard` (the producer
@@ -298,7 +311,7 @@ impl Partition {
         self: Arc<Self>,
         records: Bytes,
         acks: Acks,
-        guard: Option<(i64, VerificationGuard)>,
+        guard: Verified,
     ) -> Result<Appended, ResponseError> {
         let producer_batch = idempotent_batch(&records)?;
         self.append_under_leadership(acks, move |partition, log, leader_epoch| {
@@ -328,17 +341,32 @@ impl Partition {
                         return Err(super::kafka_error(error.kafka_error_code()));
                     }
                 }
-                if let Some((producer_id, guard)) = guard
-                    && batch.is_transactional
+                let opens = batch.is_transactional
                     && log
                         .producer_state()
                         .entry(batch.producer_id)
-                        .is_none_or(|entry| entry.current_txn_first_offset.is_none())
-                    && !log.transaction_verification_holds(ProducerId(producer_id), guard)
-                {
-                    tracing::debug!(partition = %partition.topic_partition, ?batch,
-                        "a marker came between the verification and the append");
-                    return Err(ResponseError::InvalidTxnState);
+                        .is_none_or(|entry| entry.current_txn_first_offset.is_none());
+                match guard {
+                    _ if !opens => {}
+                    Verified::Guarded(producer_id, guard) => {
+                        if !log.transaction_verification_holds(ProducerId(producer_id), guard) {
+                            tracing::debug!(partition = %partition.topic_partition, ?batch,
+                                "a marker came between the verification and the append");
+                            return Err(ResponseError::InvalidTxnState);
+                        }
+                    }
+                    // The producer's transaction was open when the produce path looked, so
+                    // it asked no coordinator; a marker has closed it since, and this batch
+                    // would open a transaction nobody verified (under TV2 one the coordinator
+                    // never added, whose records would hold the LSO until the end). Kafka's
+                    // `batchMissingRequiredVerification`; answered retriable here, so the
+                    // retry is verified.
+                    Verified::WasOpen => {
+                        tracing::debug!(partition = %partition.topic_partition, ?batch,
+                            "the transaction closed between the produce's check and its append");
+                        return Err(ResponseError::ConcurrentTransactions);
+                    }
+                    Verified::NotRequired => {}
                 }
             }
             let info = log
