@@ -1,4 +1,4 @@
-//! Importers for Porcupine's test corpus (`../shared/corpora/porcupine`):
+//! Importers for Porcupine's test corpus (`checkers/linearizable/corpus/porcupine`):
 //! the etcd Jepsen logs (`jepsen/etcd_NNN.log`, checked with
 //! [`CasRegister`](crate::models::cas::CasRegister)), the key-value
 //! histories (`kv/cNN-*.txt`, checked with
@@ -96,11 +96,11 @@ pub(crate) fn read_text(path: &Path) -> Result<String, ImportError> {
 }
 
 /// The Porcupine corpus directory: `$LOGJAM_CORPORA/porcupine` if that
-/// variable is set, else `shared/corpora/porcupine` beside the workspace
-/// (found from this crate's manifest directory at compile time).
+/// variable is set, else the copy in the repository, `corpus/porcupine` in
+/// this crate (found from its manifest directory at compile time).
 pub fn corpus_dir() -> PathBuf {
     match std::env::var_os("LOGJAM_CORPORA") {
         Some(root) => PathBuf::from(root).join("porcupine"),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora/porcupine"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/porcupine"),
     }
 }

@@ -3,7 +3,7 @@
 //! key-value model on every kv file and the unpartitioned one where
 //! Porcupine runs it (c01 and c10).
 //!
-//! The corpus lives at `../shared/corpora/porcupine` beside the repository
+//! The corpus lives at `checkers/linearizable/corpus/porcupine` in the repository
 //! (override the corpora root with `LOGJAM_CORPORA`).
 
 use logjam_linearizable::models::cas::CasRegister;
