@@ -66,6 +66,7 @@ fn poll_reads(process: u64, op: u64, records: u64) -> Vec<KeyReads> {
                     value: Value((process as i64) << 32 | (first + i)),
                 })
                 .collect(),
+            fetch: None,
         });
     }
     reads

@@ -4,7 +4,7 @@
 
 use crate::header::Header;
 use crate::ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
-use crate::op::{Function, KeyReads, MicroOp, Op, OpType, OpValue, Record};
+use crate::op::{Fetched, Function, KeyReads, MicroOp, Op, OpType, OpValue, Record};
 
 /// Time between consecutive ops the builder emits, in ns.
 const STEP_NS: u64 = 1_000;
@@ -233,6 +233,38 @@ pub fn poll_micro(reads: PollResult<'_>) -> MicroOp {
                             value: Value(v),
                         })
                         .collect(),
+                    fetch: None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// A key's poll result with what its fetches covered: `(key, [(offset, value), ...], [from,
+/// to, lso, epoch])`.
+pub type FetchedResult<'a> = &'a [(i64, &'a [(i64, i64)], [i64; 4])];
+
+/// One completed read_committed poll micro-op recording its fetch ranges ([`Fetched`]).
+pub fn fetched_poll_micro(reads: FetchedResult<'_>) -> MicroOp {
+    MicroOp::Poll {
+        reads: Some(
+            reads
+                .iter()
+                .map(|&(key, records, [from, to, lso, epoch])| KeyReads {
+                    key: Key(key),
+                    records: records
+                        .iter()
+                        .map(|&(o, v)| Record {
+                            offset: Offset(o),
+                            value: Value(v),
+                        })
+                        .collect(),
+                    fetch: Some(Fetched {
+                        from: Offset(from),
+                        to: Offset(to),
+                        lso: Offset(lso),
+                        epoch: epoch as i32,
+                    }),
                 })
                 .collect(),
         ),

@@ -65,7 +65,7 @@
 //! | `f` | invoke `value` | completion `value` |
 //! |---|---|---|
 //! | `send` | `[["send", k, v]]` | `[["send", k, [offset, v]]]`, offset `null` when unknown |
-//! | `poll`, `final-poll` | `[["poll"]]` | `[["poll", {"<k>": [[offset, v], ...]}]]` |
+//! | `poll`, `final-poll` | `[["poll"]]` | `[["poll", {"<k>": [[offset, v], ...]}]]`, or with a third element `{"<k>": [from, to, lso, epoch]}` ([`Fetched`]) |
 //! | `txn` | a mix of the micro-ops above | the same, filled in |
 //! | `assign`, `subscribe` | `[k1, k2, ...]` | the same |
 //! | `crash` | `null` | always `info` |
@@ -75,6 +75,14 @@
 //! `final-poll` marks the polls of the final phase (after healing and recovery); the
 //! durability report uses them as "the final read". A completion whose `value` is `null`
 //! inherits its invoke's value.
+//!
+//! **Read_committed fetches.** A read_committed consumer's poll may carry, as the optional
+//! third element of its micro-op, what its fetches covered per key: `[from, to, lso, epoch]`
+//! ([`Fetched`]): the position before and after the poll (every offset between was returned
+//! or skipped as aborted data or a marker), the last stable offset the leader answered and
+//! its leader epoch. A key fetched with nothing returned appears in the read map with `[]`.
+//! Histories without it read as before (`fetch: None`); readers older than this element
+//! refuse a poll that has it.
 //!
 //! **Compatibility.** Within v1 writers may only add optional fields; readers ignore fields
 //! they do not know. A new major version means a new `schema_version`, and readers refuse it.
@@ -129,7 +137,7 @@ pub use builder::HistoryBuilder;
 pub use header::{Header, SCHEMA_VERSION, TopicPartition};
 pub use ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
 pub use nemesis::{LEADER_CHANGE, LeadershipChange, NemesisValue};
-pub use op::{Function, KeyReads, MicroOp, Op, OpDecodeError, OpType, OpValue, Record};
+pub use op::{Fetched, Function, KeyReads, MicroOp, Op, OpDecodeError, OpType, OpValue, Record};
 pub use pairing::{
     CompletedOp, NemesisEvent, Outcome, Paired, PairedHistory, Pairer, PairingError, pair,
 };

@@ -185,6 +185,30 @@ pub struct KeyReads {
     pub key: Key,
     /// The records, in consumer order.
     pub records: Vec<Record>,
+    /// What the poll's fetches of this key covered, as a read_committed consumer records it
+    /// (`None` in histories that do not record it). A key fetched with nothing returned has
+    /// empty `records` and a `fetch`.
+    pub fetch: Option<Fetched>,
+}
+
+/// What one poll's fetches of one key covered and what the partition leader answered: the
+/// consumer's position went from `from` to `to` (every offset in `from..to` was either
+/// returned or skipped as aborted data or a control record), the last Fetch answer gave the
+/// last stable offset `lso`, and the leader answered in leader epoch `epoch` (the epoch the
+/// consumer sent and the leader accepted).
+///
+/// Encoded as a third element of the poll micro-op, `["poll", {reads}, {"<k>": [from, to,
+/// lso, epoch], ...}]`; polls without it are read as before (`fetch: None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fetched {
+    /// The position before the poll's first fetch of the key.
+    pub from: Offset,
+    /// The position after its last fetch.
+    pub to: Offset,
+    /// The last stable offset of the last answer.
+    pub lso: Offset,
+    /// The leader epoch the last answer was given in.
+    pub epoch: i32,
 }
 
 /// A queue micro-op: Jepsen's `[:send k v]` or `[:poll]`, filled in on completion.
@@ -508,9 +532,13 @@ impl Serialize for MicroOp {
                 seq.end()
             }
             MicroOp::Poll { reads: Some(reads) } => {
-                let mut seq = serializer.serialize_seq(Some(2))?;
+                let fetched = reads.iter().any(|kr| kr.fetch.is_some());
+                let mut seq = serializer.serialize_seq(Some(2 + usize::from(fetched)))?;
                 seq.serialize_element("poll")?;
                 seq.serialize_element(&PollMap(reads))?;
+                if fetched {
+                    seq.serialize_element(&FetchMap(reads))?;
+                }
                 seq.end()
             }
         }
@@ -525,6 +553,24 @@ impl Serialize for PollMap<'_> {
         for kr in self.0 {
             // An integer map key is written as its decimal string, as JSON requires.
             map.serialize_entry(&kr.key.0, &Pairs(&kr.records))?;
+        }
+        map.end()
+    }
+}
+
+/// The fetch ranges of a poll, `{"<k>": [from, to, lso, epoch], ...}`.
+struct FetchMap<'a>(&'a [KeyReads]);
+
+impl Serialize for FetchMap<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let with: Vec<(&Key, &Fetched)> = self
+            .0
+            .iter()
+            .filter_map(|kr| kr.fetch.as_ref().map(|f| (&kr.key, f)))
+            .collect();
+        let mut map = serializer.serialize_map(Some(with.len()))?;
+        for (key, f) in with {
+            map.serialize_entry(&key.0, &(f.from, f.to, f.lso, f.epoch))?;
         }
         map.end()
     }
@@ -584,12 +630,25 @@ impl<'de> Visitor<'de> for MicroOpVisitor {
             }
             "poll" => {
                 let reads = seq.next_element_seed(PollMapSeed)?;
+                let fetches = seq.next_element_seed(FetchMapSeed)?.flatten();
                 if seq.next_element::<IgnoredAny>()?.is_some() {
-                    return Err(de::Error::invalid_length(3, &self));
+                    return Err(de::Error::invalid_length(4, &self));
                 }
-                Ok(MicroOp::Poll {
-                    reads: reads.flatten(),
-                })
+                let mut reads = reads.flatten();
+                if let Some(fetches) = fetches {
+                    let reads = reads.get_or_insert_with(Vec::new);
+                    for (key, fetch) in fetches {
+                        match reads.iter_mut().find(|kr| kr.key == key) {
+                            Some(kr) => kr.fetch = Some(fetch),
+                            None => reads.push(KeyReads {
+                                key,
+                                records: Vec::new(),
+                                fetch: Some(fetch),
+                            }),
+                        }
+                    }
+                }
+                Ok(MicroOp::Poll { reads })
             }
             other => Err(de::Error::unknown_variant(other, &["send", "poll"])),
         }
@@ -682,9 +741,59 @@ impl<'de> DeserializeSeed<'de> for PollMapSeed {
                             .into_iter()
                             .map(|(offset, value)| Record { offset, value })
                             .collect(),
+                        fetch: None,
                     });
                 }
                 Ok(Some(reads))
+            }
+        }
+        deserializer.deserialize_any(MapVisitor)
+    }
+}
+
+/// Decodes the optional fetch map of a poll: `{"<k>": [from, to, lso, epoch], ...}`.
+struct FetchMapSeed;
+
+impl<'de> DeserializeSeed<'de> for FetchMapSeed {
+    type Value = Option<Vec<(Key, Fetched)>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        struct MapVisitor;
+        impl<'de> Visitor<'de> for MapVisitor {
+            type Value = Option<Vec<(Key, Fetched)>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from key (as a string) to [from, to, lso, epoch]")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fetches = Vec::with_capacity(map.size_hint().unwrap_or(1));
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let key: i64 = key.parse().map_err(|_| {
+                        de::Error::invalid_value(de::Unexpected::Str(&key), &"an integer key")
+                    })?;
+                    let (from, to, lso, epoch): (Offset, Offset, Offset, i32) =
+                        map.next_value()?;
+                    for offset in [from, to, lso] {
+                        check_offset(Key(key), offset)?;
+                    }
+                    if to < from {
+                        return Err(de::Error::custom(format_args!(
+                            "fetch of key {key} ends at {to} before it starts at {from}"
+                        )));
+                    }
+                    fetches.push((
+                        Key(key),
+                        Fetched {
+                            from,
+                            to,
+                            lso,
+                            epoch,
+                        },
+                    ));
+                }
+                Ok(Some(fetches))
             }
         }
         deserializer.deserialize_any(MapVisitor)

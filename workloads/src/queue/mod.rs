@@ -504,6 +504,7 @@ pub(crate) fn key_reads(records: Vec<ConsumerRecord>, targets: &Targets) -> Vec<
         .map(|(key, records)| KeyReads {
             key: Key(key),
             records,
+            fetch: None,
         })
         .collect()
 }

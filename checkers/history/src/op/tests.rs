@@ -48,3 +48,46 @@ fn value_before_f_is_decoded_once_f_is_known() {
 fn unknown_micro_op_is_rejected() {
     assert!(serde_json::from_str::<MicroOp>(r#"["append",1,2]"#).is_err());
 }
+
+#[test]
+fn fetch_ranges_round_trip_and_old_polls_read_without_them() {
+    let json = r#"["poll",{"1":[[4,10]],"2":[]},{"1":[3,5,5,2],"2":[7,7,7,2]}]"#;
+    let op: MicroOp = serde_json::from_str(json).unwrap();
+    let MicroOp::Poll { reads: Some(reads) } = &op else {
+        panic!("{op:?}")
+    };
+    assert_eq!(
+        reads[0].fetch,
+        Some(Fetched {
+            from: Offset(3),
+            to: Offset(5),
+            lso: Offset(5),
+            epoch: 2
+        })
+    );
+    assert!(reads[1].records.is_empty());
+    assert_eq!(reads[1].fetch.map(|f| f.lso), Some(Offset(7)));
+    assert_eq!(serde_json::to_string(&op).unwrap(), json);
+    // A key only in the fetch map is a key fetched with nothing returned.
+    let op: MicroOp = serde_json::from_str(r#"["poll",{},{"3":[1,1,1,0]}]"#).unwrap();
+    let MicroOp::Poll { reads: Some(reads) } = &op else {
+        panic!("{op:?}")
+    };
+    assert_eq!((reads[0].key, reads[0].records.len()), (Key(3), 0));
+    // Without it: as before.
+    let op: MicroOp = serde_json::from_str(r#"["poll",{"1":[[4,10]]}]"#).unwrap();
+    let MicroOp::Poll { reads: Some(reads) } = &op else {
+        panic!("{op:?}")
+    };
+    assert_eq!(reads[0].fetch, None);
+    // Malformed: negative LSO, a range that ends before it starts, a fifth element.
+    for bad in [
+        r#"["poll",{},{"1":[1,2,-1,0]}]"#,
+        r#"["poll",{},{"1":[5,2,6,0]}]"#,
+        r#"["poll",{},{"1":[1,2,3]}]"#,
+        r#"["poll",{},{},1]"#,
+    ] {
+        let error = serde_json::from_str::<MicroOp>(bad).unwrap_err();
+        assert!(!error.to_string().is_empty(), "{bad}");
+    }
+}
