@@ -84,6 +84,25 @@ pub struct Truncation {
     pub divergent_offset: Offset,
 }
 
+/// What the fetches of one partition covered since the last
+/// [`Consumer::take_fetch_ranges`], and what its leader answered last: what a
+/// read_committed reader needs to show it never read above the last stable offset, that the
+/// LSO did not move back, and that it skipped no committed record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRange {
+    /// The position before the first of these fetches.
+    pub from: Offset,
+    /// The position after the last: every offset in `from..to` was returned, or skipped as
+    /// aborted data or a control record.
+    pub to: Offset,
+    /// The last answer's `last_stable_offset` (`-1` when the broker did not say).
+    pub last_stable_offset: i64,
+    /// The last answer's high watermark.
+    pub high_watermark: i64,
+    /// The leader epoch the last fetch was sent with and the leader accepted.
+    pub leader_epoch: LeaderEpoch,
+}
+
 #[derive(Debug, Clone, Default)]
 struct PartitionState {
     /// The next offset to fetch; `None` until reset.
@@ -107,6 +126,8 @@ pub struct Consumer {
     unanswered: HashMap<BrokerId, tokio::time::Instant>,
     /// Group membership after `subscribe` (`group/coordinator.rs`); `None` with `assign`.
     group: Option<Box<group::coordinator::GroupState>>,
+    /// What fetches covered since the last `take_fetch_ranges`, per partition.
+    fetched: BTreeMap<TopicPartition, FetchRange>,
 }
 
 impl Consumer {
@@ -135,6 +156,7 @@ impl Consumer {
             truncations: Vec::new(),
             unanswered: HashMap::new(),
             group: None,
+            fetched: BTreeMap::new(),
         }
     }
 
@@ -189,6 +211,36 @@ impl Consumer {
     /// Truncations detected and recovered from since the last call.
     pub fn take_truncations(&mut self) -> Vec<Truncation> {
         std::mem::take(&mut self.truncations)
+    }
+
+    /// The consumer's `isolation.level`.
+    pub fn isolation_level(&self) -> isolation::IsolationLevel {
+        self.config.isolation_level
+    }
+
+    /// What the fetches of each partition covered since the last call (take it after each
+    /// poll to know what that poll covered). Successive fetches that continue where the
+    /// previous one ended are merged; a fetch from elsewhere (after a seek or a reset)
+    /// replaces the range. A poll that fails leaves the ranges as they were before it.
+    pub fn take_fetch_ranges(&mut self) -> BTreeMap<TopicPartition, FetchRange> {
+        std::mem::take(&mut self.fetched)
+    }
+
+    /// Notes one fetch answer of `tp` that moved its position from `from` to `to`.
+    fn note_fetch(&mut self, tp: &TopicPartition, from: Offset, to: Offset, answer: FetchRange) {
+        match self.fetched.get_mut(tp) {
+            Some(range) if range.to == from => {
+                *range = FetchRange {
+                    from: range.from,
+                    to,
+                    ..answer
+                };
+            }
+            _ => {
+                self.fetched
+                    .insert(tp.clone(), FetchRange { from, to, ..answer });
+            }
+        }
     }
 
     /// Returns records from the assigned partitions, waiting up to `timeout` for some.
@@ -248,6 +300,11 @@ impl Consumer {
             return Ok(Vec::new());
         }
         let leaders: Vec<BrokerId> = by_leader.keys().copied().collect();
+        let epochs: HashMap<TopicPartition, LeaderEpoch> = by_leader
+            .values()
+            .flatten()
+            .map(|(tp, _, epoch)| (tp.clone(), *epoch))
+            .collect();
         let mut fetches = Fetches::new();
         for (leader, partitions) in by_leader {
             let cluster = self.cluster.clone();
@@ -269,9 +326,11 @@ impl Consumer {
             .iter()
             .map(|(tp, state)| (tp.clone(), state.position, state.last_record_epoch))
             .collect();
-        match self.collect_fetches(fetches, leaders, deadline).await {
+        let fetched = self.fetched.clone();
+        match self.collect_fetches(fetches, leaders, &epochs, deadline).await {
             Ok(records) => Ok(records),
             Err(error) => {
+                self.fetched = fetched;
                 for (tp, position, last_record_epoch) in saved {
                     if let Some(state) = self.partitions.get_mut(&tp) {
                         state.position = position;
@@ -340,6 +399,7 @@ impl Consumer {
         &mut self,
         mut fetches: Fetches,
         mut waiting: Vec<BrokerId>,
+        epochs: &HashMap<TopicPartition, LeaderEpoch>,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<ConsumerRecord>> {
         let mut records = Vec::new();
@@ -379,7 +439,20 @@ impl Consumer {
                     match partition.error_code {
                         0 => {
                             let aborted = isolation_aborted(&partition);
-                            self.take_records(&tp, partition.records, aborted, &mut records)
+                            let from = self.position(&tp);
+                            self.take_records(&tp, partition.records, aborted, &mut records);
+                            if let (Some(from), Some(to), Some(&leader_epoch)) =
+                                (from, self.position(&tp), epochs.get(&tp))
+                            {
+                                let answer = FetchRange {
+                                    from,
+                                    to,
+                                    last_stable_offset: partition.last_stable_offset,
+                                    high_watermark: partition.high_watermark,
+                                    leader_epoch,
+                                };
+                                self.note_fetch(&tp, from, to, answer);
+                            }
                         }
                         1 => self.out_of_range(&tp)?,
                         code => {
@@ -662,6 +735,40 @@ mod tests {
             assert_eq!(out.len(), expected, "{level}");
             assert_eq!(consumer.position(&tp), Some(Offset(2)), "{level}");
         }
+    }
+
+    /// Fetches that continue one another merge into one range with the last answer's LSO
+    /// and epoch; a fetch from elsewhere starts a new range; taking empties them.
+    #[test]
+    fn fetch_ranges_merge_when_contiguous_and_restart_after_a_jump() {
+        let mut consumer =
+            Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let answer = |lso, epoch| FetchRange {
+            from: Offset(-1),
+            to: Offset(-1),
+            last_stable_offset: lso,
+            high_watermark: lso + 1,
+            leader_epoch: LeaderEpoch(epoch),
+        };
+        consumer.note_fetch(&tp, Offset(3), Offset(5), answer(5, 1));
+        consumer.note_fetch(&tp, Offset(5), Offset(9), answer(9, 2));
+        let ranges = consumer.take_fetch_ranges();
+        assert_eq!(
+            ranges[&tp],
+            FetchRange {
+                from: Offset(3),
+                to: Offset(9),
+                last_stable_offset: 9,
+                high_watermark: 10,
+                leader_epoch: LeaderEpoch(2),
+            }
+        );
+        assert!(consumer.take_fetch_ranges().is_empty());
+        consumer.note_fetch(&tp, Offset(3), Offset(5), answer(5, 1));
+        consumer.note_fetch(&tp, Offset(0), Offset(2), answer(6, 1));
+        let range = consumer.take_fetch_ranges()[&tp];
+        assert_eq!((range.from, range.to, range.last_stable_offset), (Offset(0), Offset(2), 6));
     }
 
     #[test]

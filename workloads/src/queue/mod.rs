@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use logjam_client::consumer::isolation::IsolationLevel;
 use logjam_client::consumer::{Consumer, ConsumerRecord, SeekTo};
 use logjam_client::ids::TopicPartition;
 use logjam_client::outcome::Certainty;
@@ -352,20 +353,20 @@ impl QueueClient {
         let invoke = OpValue::MicroOps(vec![MicroOp::Poll { reads: None }]);
         self.record(OpType::Invoke, f.clone(), invoke.clone(), None)?;
         let timeout = self.settings.poll_timeout;
+        let targets = self.targets.clone();
         let polled = match self.consumer() {
             Err(error) => Err(error),
-            Ok(consumer) => consumer
-                .poll(timeout)
-                .await
-                .map_err(|error| error.to_string()),
+            Ok(consumer) => match consumer.poll(timeout).await {
+                Ok(records) => Ok(polled_reads(consumer, records, &targets)),
+                Err(error) => Err(error.to_string()),
+            },
         };
         match polled {
             Err(error) => {
                 self.record(OpType::Fail, f, invoke, Some(error))?;
                 Ok(Completion::Fail)
             }
-            Ok(records) => {
-                let reads = key_reads(records, &self.targets);
+            Ok(reads) => {
                 self.record(
                     OpType::Ok,
                     f,
@@ -507,6 +508,44 @@ pub(crate) fn key_reads(records: Vec<ConsumerRecord>, targets: &Targets) -> Vec<
             fetch: None,
         })
         .collect()
+}
+
+/// What one successful poll of `consumer` returned ([`key_reads`]), with what its fetches
+/// covered per key ([`logjam_history::Fetched`]) when the consumer reads read_committed: the
+/// read-committed checker's evidence. Keys fetched with nothing returned get an entry with no
+/// records; an answer without a last stable offset (`-1`) is left out.
+pub(crate) fn polled_reads(
+    consumer: &mut Consumer,
+    records: Vec<ConsumerRecord>,
+    targets: &Targets,
+) -> Vec<KeyReads> {
+    let ranges = consumer.take_fetch_ranges();
+    let mut reads = key_reads(records, targets);
+    if consumer.isolation_level() != IsolationLevel::ReadCommitted {
+        return reads;
+    }
+    for (tp, range) in ranges {
+        if range.last_stable_offset < 0 || range.from.0 < 0 {
+            continue;
+        }
+        let key = Key(i64::from(tp.partition.0));
+        let fetch = Some(logjam_history::Fetched {
+            from: logjam_history::Offset(range.from.0),
+            to: logjam_history::Offset(range.to.0),
+            lso: logjam_history::Offset(range.last_stable_offset),
+            epoch: range.leader_epoch.0,
+        });
+        match reads.iter_mut().find(|kr| kr.key == key) {
+            Some(kr) => kr.fetch = fetch,
+            None => reads.push(KeyReads {
+                key,
+                records: Vec::new(),
+                fetch,
+            }),
+        }
+    }
+    reads.sort_by_key(|kr| kr.key);
+    reads
 }
 
 /// How long the final reads keep looking for acknowledged offsets beyond the log end the

@@ -33,7 +33,7 @@ use logjam_history::{
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::queue::{MAX_PROCESSES, Targets, key_reads};
+use crate::queue::{MAX_PROCESSES, Targets, polled_reads};
 use crate::recorder::{RecordError, Recorder};
 use crate::workload::{self, Completion};
 
@@ -498,12 +498,13 @@ impl TxnClient {
 
     async fn poll(&mut self) -> Result<Vec<KeyReads>, String> {
         let timeout = self.settings.queue.poll_timeout;
+        let targets = self.targets.clone();
         let consumer = self.consumer()?;
         let records = consumer
             .poll(timeout)
             .await
             .map_err(|error| error.to_string())?;
-        Ok(key_reads(records, &self.targets))
+        Ok(polled_reads(consumer, records, &targets))
     }
 
     /// Closes the producer (aborting nothing: an open transaction is the coordinator's to
