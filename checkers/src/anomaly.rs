@@ -57,11 +57,23 @@ pub enum AnomalyKind {
     /// Within one producer and one key, a send submitted later was acknowledged at a lower
     /// offset than one submitted earlier (a retried batch landed after a later one).
     ReorderedSend,
+    /// One process's read_committed polls of a partition saw its last stable offset move back
+    /// within one leader epoch.
+    LsoRegression,
+    /// A read_committed poll returned a record at or above the last stable offset its own
+    /// fetch answer gave.
+    ReadAboveLso,
+    /// A read_committed poll returned some records of a transaction on a partition and
+    /// skipped another record of it inside the range it read of that partition.
+    FracturedRead,
+    /// A read_committed poll returned a record of a transaction that had not even begun when
+    /// the poll completed (G1b: its commit cannot have happened yet).
+    IntermediateRead,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 21] = [
+    pub const ALL: [AnomalyKind; 25] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -83,6 +95,10 @@ impl AnomalyKind {
         AnomalyKind::PartialRead,
         AnomalyKind::NonlinearizableLog,
         AnomalyKind::ReorderedSend,
+        AnomalyKind::LsoRegression,
+        AnomalyKind::ReadAboveLso,
+        AnomalyKind::FracturedRead,
+        AnomalyKind::IntermediateRead,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -109,12 +125,20 @@ impl AnomalyKind {
             AnomalyKind::PartialRead => "partial-read",
             AnomalyKind::NonlinearizableLog => "nonlinearizable-log",
             AnomalyKind::ReorderedSend => "reordered-send",
+            AnomalyKind::LsoRegression => "lso-regression",
+            AnomalyKind::ReadAboveLso => "read-above-lso",
+            AnomalyKind::FracturedRead => "fractured-read",
+            AnomalyKind::IntermediateRead => "intermediate-read",
         }
     }
 
     /// Parses a report name back into a kind.
     pub fn from_name(name: &str) -> Option<AnomalyKind> {
-        let name = if name == "G1a" { "aborted-read" } else { name };
+        let name = match name {
+            "G1a" => "aborted-read",
+            "G1b" => "intermediate-read",
+            other => other,
+        };
         AnomalyKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }

@@ -11,6 +11,8 @@
 //! - [`producer`]: the producer workload's checker (`reordered-send`, `duplicate`, send latency).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
+//! - [`read_committed`]: what a read_committed consumer promises, from the fetch ranges its
+//!   polls record (LSO, leader epoch, positions); run for `txn` beside the queue checker.
 //! - [`graph`]: the dependency graph any checker can use (analyzer → graph → explainer, as
 //!   Elle is built): cycle search and classification over edges an analyzer inferred, and
 //!   `graph::explain`, which turns a cycle into a witness in words.
@@ -57,14 +59,21 @@
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless polls are snapshot reads (not even read_committed polls are atomic) |
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
+//! | `read-above-lso` | a read_committed poll returned a record at or above the last stable offset of the fetch answer that returned it | [`read_committed::lso`] | bad |
+//! | `lso-regression` | one process's read_committed answers for a partition in one leader epoch: a later one with a lower LSO (across epochs only counted: `lso_drops_across_epochs`) | [`read_committed::lso`] | bad |
+//! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (across partitions only counted: `cross_partition_partial`) | [`read_committed::fractured`] | bad |
+//! | `intermediate-read` (G1b) | a read_committed poll returned a record of a transaction whose op was invoked only after the poll completed (its commit cannot have happened) | [`read_committed::intermediate`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
 //! no ok read returned a record (nothing was checked); otherwise `valid`.
 //!
+//! The read-committed kinds need histories whose polls record their fetch ranges (the txn
+//! workload's read_committed consumers do); older histories give them nothing to check
+//! (`stats.read_committed.polls_checked` 0).
+//!
 //! Not yet covered: process/realtime edges in the dependency graph (`G0-realtime` etc.; the
-//! per-partition real-time order is checked by `nonlinearizable-log`), exactly-once and
-//! read-committed workloads.
+//! per-partition real-time order is checked by `nonlinearizable-log`), exactly-once.
 
 //! # Example
 //!
@@ -97,6 +106,7 @@ mod intmap;
 pub mod policy;
 pub mod producer;
 pub mod queue;
+pub mod read_committed;
 pub mod registry;
 pub mod report;
 
@@ -114,6 +124,7 @@ pub use error::HarnessError;
 pub use policy::{Policy, QueueOptions};
 pub use producer::{ProducerChecker, ProducerStats};
 pub use queue::QueueChecker;
+pub use read_committed::{ReadCommittedChecker, ReadCommittedStats, TxnChecker};
 pub use registry::{Registry, WorkloadSpec};
 pub use report::{Report, Stats, Verdict};
 

@@ -10,6 +10,7 @@ use crate::checker::{Checker, Findings};
 use crate::policy::{Policy, QueueOptions};
 use crate::producer::ProducerChecker;
 use crate::queue::QueueChecker;
+use crate::read_committed::TxnChecker;
 
 /// One workload: its schema, its checker and its policy.
 #[derive(Clone, Copy)]
@@ -48,6 +49,10 @@ fn queue_checker(header: &Header) -> Box<dyn Checker> {
     Box::new(QueueChecker::new(header.clone()))
 }
 
+fn txn_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(TxnChecker::new(header.clone()))
+}
+
 fn queue_policy(header: &Header, findings: &Findings) -> Policy {
     let from_header = QueueOptions::from_header(header);
     Policy::queue(QueueOptions {
@@ -84,11 +89,12 @@ impl Registry {
                     policy: queue_policy,
                 },
                 // Jepsen's transactional queue: the same ops inside transactions, read by
-                // read_committed consumers (the header says so), the same checker.
+                // read_committed consumers (the header says so): the queue checker and the
+                // read-committed checker, findings combined.
                 WorkloadSpec {
                     name: "txn",
                     functions: QUEUE_FUNCTIONS,
-                    checker: queue_checker,
+                    checker: txn_checker,
                     policy: queue_policy,
                 },
                 WorkloadSpec {

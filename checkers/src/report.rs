@@ -80,6 +80,9 @@ pub struct Stats {
     pub ok_sends: u64,
     /// Dependency graph sizes.
     pub graph: GraphStats,
+    /// What the read-committed checker looked at (txn workload); absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_committed: Option<crate::read_committed::ReadCommittedStats>,
 }
 
 /// Everything a check found.
@@ -192,6 +195,18 @@ impl Report {
             self.stats.ok_sends,
             self.stats.ok_records_read
         );
+        if let Some(rc) = &self.stats.read_committed {
+            let _ = writeln!(
+                s,
+                "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} polls with a transaction visible on one partition but not yet on another (both allowed)",
+                rc.polls_checked,
+                rc.lsos_seen,
+                rc.leader_epochs_seen,
+                rc.records_checked,
+                rc.lso_drops_across_epochs,
+                rc.cross_partition_partial
+            );
+        }
         let list = |kinds: &[AnomalyKind]| {
             kinds
                 .iter()
