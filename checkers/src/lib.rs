@@ -41,8 +41,8 @@
 //! |---|---|---|---|
 //! | `inconsistent-offsets` | one offset of a key holds ≥ 2 distinct values | [`queue::offsets`] | bad |
 //! | `duplicate` | one value of a key at ≥ 2 offsets | [`queue::offsets`] | bad |
-//! | `aborted-read` (G1a) | an ok op read a value only a failed op sent | [`queue::aborted`] | bad |
-//! | `precommitted-read` | an op read a value it sent itself | [`queue::aborted`] | bad |
+//! | `aborted-read` (G1a) | an op (whatever its own outcome: a failed transaction's polls still returned what they returned) read a value only a failed op sent | [`queue::aborted`] | bad |
+//! | `precommitted-read` | an op read a value it sent itself (a failed op doing so is reported only here) | [`queue::aborted`] | bad |
 //! | `lost-write` | a committed value never read although ok reads returned a later index | [`queue::loss`] | bad |
 //! | `unseen-lost` | a committed value never read; the final reads reached it: they read past its known offset, or the `log-end` op says they read the whole log, or (offset unknown) they read a linearizable log from offset 0 to a value sent after it was acknowledged | [`queue::loss`] | bad |
 //! | `unseen` | a committed value never read and nothing read far enough: late or lost, unknown | [`queue::loss`] | bad |

@@ -115,6 +115,36 @@ fn aborted_read_not_reported_when_the_send_was_indeterminate() {
     lacks(b, AnomalyKind::AbortedRead);
 }
 
+#[test]
+fn aborted_read_reported_when_a_failed_txn_polls_a_failed_send() {
+    // The reading transaction aborted too: its poll still handed out an aborted record.
+    let mut b = HistoryBuilder::new("txn");
+    b.send_fail(0, 1, 10);
+    b.txn(
+        1,
+        OpType::Fail,
+        vec![poll_invoke(), send_micro(1, 11, None)],
+        vec![poll_micro(&[(1, &[(0, 10)])]), send_micro(1, 11, Some(2))],
+    );
+    let r = shows(b, AnomalyKind::AbortedRead);
+    assert_eq!(r.verdict, Verdict::Invalid);
+    let w = &r.anomalies[&AnomalyKind::AbortedRead].witnesses[0];
+    assert_eq!(w.ops.len(), 2);
+}
+
+#[test]
+fn aborted_read_not_reported_when_a_failed_txn_polls_a_committed_send() {
+    let mut b = HistoryBuilder::new("txn");
+    b.send_ok(0, 1, 10, 0);
+    b.txn(
+        1,
+        OpType::Fail,
+        vec![poll_invoke()],
+        vec![poll_micro(&[(1, &[(0, 10)])])],
+    );
+    lacks(b, AnomalyKind::AbortedRead);
+}
+
 // ---- precommitted-read ----
 
 #[test]
@@ -127,6 +157,19 @@ fn precommitted_read_reported_when_a_txn_reads_its_own_send() {
         vec![send_micro(1, 10, Some(0)), poll_micro(&[(1, &[(0, 10)])])],
     );
     shows(b, AnomalyKind::PrecommittedRead);
+}
+
+#[test]
+fn precommitted_read_reported_once_when_a_failed_txn_reads_its_own_send() {
+    let mut b = HistoryBuilder::new("txn");
+    b.txn(
+        0,
+        OpType::Fail,
+        vec![send_micro(1, 10, None), poll_invoke()],
+        vec![send_micro(1, 10, Some(0)), poll_micro(&[(1, &[(0, 10)])])],
+    );
+    let r = shows(b, AnomalyKind::PrecommittedRead);
+    assert!(!r.anomalies.contains_key(&AnomalyKind::AbortedRead));
 }
 
 #[test]
