@@ -26,8 +26,7 @@ pub mod lso;
 mod tests;
 
 use logjam_history::{
-    CompletedOp, Fetched, Header, Key, Offset, OpValue, Outcome, Paired, ProcessId, Record,
-    Value,
+    CompletedOp, Fetched, Header, Key, Offset, OpValue, Outcome, Paired, ProcessId, Record, Value,
 };
 use serde::Serialize;
 
@@ -111,7 +110,9 @@ impl RcIndex {
                     logjam_history::MicroOp::Poll { reads: Some(reads) } => {
                         for kr in reads {
                             for r in &kr.records {
-                                self.offsets.entry((kr.key.0, r.value.0)).or_insert(r.offset);
+                                self.offsets
+                                    .entry((kr.key.0, r.value.0))
+                                    .or_insert(r.offset);
                             }
                             if let Some(fetch) = kr.fetch {
                                 self.polls.push(PollRead {

@@ -773,8 +773,7 @@ impl<'de> DeserializeSeed<'de> for FetchMapSeed {
                     let key: i64 = key.parse().map_err(|_| {
                         de::Error::invalid_value(de::Unexpected::Str(&key), &"an integer key")
                     })?;
-                    let (from, to, lso, epoch): (Offset, Offset, Offset, i32) =
-                        map.next_value()?;
+                    let (from, to, lso, epoch): (Offset, Offset, Offset, i32) = map.next_value()?;
                     for offset in [from, to, lso] {
                         check_offset(Key(key), offset)?;
                     }

@@ -30,8 +30,7 @@ pub(crate) fn check(index: &QueueIndex, out: &mut Anomalies) {
         for read in index.reads_of(id) {
             let log = &index.keys[read.key as usize];
             let writer = read.writer;
-            if writer != NO_OP && writer != id && index.op(writer).outcome == Outcome::Fail
-            {
+            if writer != NO_OP && writer != id && index.op(writer).outcome == Outcome::Fail {
                 let mut anomaly = Anomaly::new(
                     AnomalyKind::AbortedRead,
                     Some(log.key),

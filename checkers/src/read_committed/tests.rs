@@ -72,7 +72,12 @@ fn a_clean_read_committed_history_is_valid_and_counted() {
     assert!(found(&report).is_empty());
     let s = stats(&report);
     assert_eq!(
-        (s.polls_checked, s.lsos_seen, s.records_checked, s.leader_epochs_seen),
+        (
+            s.polls_checked,
+            s.lsos_seen,
+            s.records_checked,
+            s.leader_epochs_seen
+        ),
         (2, 2, 2, 1)
     );
     assert!(report.summary().contains("read_committed: 2 polls checked"));
@@ -159,7 +164,10 @@ fn a_poll_done_before_the_transaction_began_is_an_intermediate_read() {
     assert!(found(&report).contains(&AnomalyKind::IntermediateRead));
     let witness = &report.anomalies[&AnomalyKind::IntermediateRead].witnesses[0];
     assert_eq!(witness.ops[0].f, "txn");
-    assert_eq!(AnomalyKind::from_name("G1b"), Some(AnomalyKind::IntermediateRead));
+    assert_eq!(
+        AnomalyKind::from_name("G1b"),
+        Some(AnomalyKind::IntermediateRead)
+    );
 
     // Overlapping in real time proves nothing.
     let mut b = txn_builder();

@@ -54,6 +54,17 @@ pub enum SeekTo {
     Offset(Offset),
 }
 
+/// A position with the leader epoch of the record consumed before it: Kafka's
+/// `OffsetAndMetadata` with its `leaderEpoch` (KIP-320), what a consumer must keep to seek
+/// back without losing truncation detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The next offset to fetch.
+    pub offset: Offset,
+    /// The leader epoch of the last record consumed before it, when known.
+    pub leader_epoch: Option<LeaderEpoch>,
+}
+
 /// A consumed record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
@@ -208,6 +219,45 @@ impl Consumer {
         self.partitions.get(partition).and_then(|s| s.position)
     }
 
+    /// The position of `partition` with the leader epoch of the record before it, once known.
+    pub fn position_with_epoch(&self, partition: &TopicPartition) -> Option<Position> {
+        let state = self.partitions.get(partition)?;
+        state.position.map(|offset| Position {
+            offset,
+            leader_epoch: state.last_record_epoch,
+        })
+    }
+
+    /// Kafka's `seek(partition, OffsetAndMetadata(offset, leaderEpoch))`: moves the position
+    /// and keeps the epoch of the record before it, so the next poll validates the position
+    /// against the current leader (KIP-320) instead of trusting it blindly.
+    ///
+    /// # Errors
+    /// [`Error::NotAssigned`].
+    pub fn seek_to_position(&mut self, partition: &TopicPartition, to: Position) -> Result<()> {
+        self.seek(partition, SeekTo::Offset(to.offset))?;
+        let state = self.partitions.get_mut(partition).expect("just sought");
+        state.last_record_epoch = to.leader_epoch;
+        state.validated_epoch = None;
+        Ok(())
+    }
+
+    /// Forgets the position of `partition`: the next poll resets it by `auto.offset.reset`,
+    /// as for a partition just assigned.
+    ///
+    /// # Errors
+    /// [`Error::NotAssigned`].
+    pub fn reset_position(&mut self, partition: &TopicPartition) -> Result<()> {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .ok_or_else(|| Error::NotAssigned {
+                partition: partition.clone(),
+            })?;
+        *state = PartitionState::default();
+        Ok(())
+    }
+
     /// Truncations detected and recovered from since the last call.
     pub fn take_truncations(&mut self) -> Vec<Truncation> {
         std::mem::take(&mut self.truncations)
@@ -327,7 +377,10 @@ impl Consumer {
             .map(|(tp, state)| (tp.clone(), state.position, state.last_record_epoch))
             .collect();
         let fetched = self.fetched.clone();
-        match self.collect_fetches(fetches, leaders, &epochs, deadline).await {
+        match self
+            .collect_fetches(fetches, leaders, &epochs, deadline)
+            .await
+        {
             Ok(records) => Ok(records),
             Err(error) => {
                 self.fetched = fetched;
@@ -768,7 +821,33 @@ mod tests {
         consumer.note_fetch(&tp, Offset(3), Offset(5), answer(5, 1));
         consumer.note_fetch(&tp, Offset(0), Offset(2), answer(6, 1));
         let range = consumer.take_fetch_ranges()[&tp];
-        assert_eq!((range.from, range.to, range.last_stable_offset), (Offset(0), Offset(2), 6));
+        assert_eq!(
+            (range.from, range.to, range.last_stable_offset),
+            (Offset(0), Offset(2), 6)
+        );
+    }
+
+    /// Seeking to a saved position keeps its leader epoch and asks for validation; forgetting
+    /// a position leaves it to `auto.offset.reset`.
+    #[test]
+    fn seeking_to_a_saved_position_keeps_its_leader_epoch() {
+        let mut consumer =
+            Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        consumer.assign([tp.clone()]);
+        let saved = Position {
+            offset: Offset(5),
+            leader_epoch: Some(LeaderEpoch(3)),
+        };
+        consumer.seek_to_position(&tp, saved).unwrap();
+        assert_eq!(consumer.position_with_epoch(&tp), Some(saved));
+        assert_eq!(consumer.partitions[&tp].validated_epoch, None);
+        consumer.reset_position(&tp).unwrap();
+        assert_eq!(consumer.position_with_epoch(&tp), None);
+        assert_eq!(consumer.partitions[&tp].reset, None);
+        let other = TopicPartition::new("t", 1);
+        assert!(consumer.seek_to_position(&other, saved).is_err());
+        assert!(consumer.reset_position(&other).is_err());
     }
 
     #[test]

@@ -23,8 +23,8 @@ pub use adapter::{TxnSettings, TxnWorkload};
 use std::sync::Arc;
 use std::time::Duration;
 
-use logjam_client::consumer::{Consumer, SeekTo};
-use logjam_client::ids::{Offset, TopicPartition};
+use logjam_client::consumer::{Consumer, Position};
+use logjam_client::ids::TopicPartition;
 use logjam_client::outcome::Certainty;
 use logjam_client::producer::{Producer, ProducerRecord};
 use logjam_history::{
@@ -149,6 +149,35 @@ pub fn function_of(steps: &[Step]) -> Function {
         Function::Poll
     } else {
         Function::Txn
+    }
+}
+
+/// Every assigned partition's position before a transaction, with the leader epoch of the
+/// record before it; `None` for a partition with no position yet.
+type Snapshot = Vec<(TopicPartition, Option<Position>)>;
+
+/// The consumer's positions, for [`rewind`].
+fn snapshot(consumer: &Consumer) -> Snapshot {
+    consumer
+        .assignment()
+        .into_iter()
+        .map(|tp| {
+            let position = consumer.position_with_epoch(&tp);
+            (tp, position)
+        })
+        .collect()
+}
+
+/// Moves every partition of `snapshot` back: to its saved position with its leader epoch
+/// (so KIP-320 truncation detection still holds), or, for a partition that had none, back to
+/// no position (the next poll starts it where `auto.offset.reset` says, as it would have).
+fn rewind(consumer: &mut Consumer, snapshot: Snapshot) {
+    for (tp, position) in snapshot {
+        // Every partition is still assigned: a transaction does not reassign.
+        let _ = match position {
+            Some(position) => consumer.seek_to_position(&tp, position),
+            None => consumer.reset_position(&tp),
+        };
     }
 }
 
@@ -344,16 +373,10 @@ impl TxnClient {
         }
     }
 
-    /// The consumer's known positions, before a transaction.
-    /// `None` when there is no consumer yet.
-    fn positions(&self) -> Option<Vec<(TopicPartition, Offset)>> {
-        self.consumer.as_ref().map(|consumer| {
-            consumer
-                .assignment()
-                .into_iter()
-                .filter_map(|tp| consumer.position(&tp).map(|offset| (tp, offset)))
-                .collect()
-        })
+    /// The consumer's positions before a transaction ([`snapshot`]); `None` when there is no
+    /// consumer yet.
+    fn positions(&self) -> Option<Snapshot> {
+        self.consumer.as_ref().map(snapshot)
     }
 
     /// After a transaction that certainly did not commit, moves the consumer back to where it
@@ -363,16 +386,13 @@ impl TxnClient {
     /// checker compares a poll with the process's previous `ok` read; a failed op's reads,
     /// not rewound, would show as poll-skips). A consumer created inside the transaction is
     /// dropped.
-    fn rewind(&mut self, positions: Option<Vec<(TopicPartition, Offset)>>) {
+    fn rewind(&mut self, positions: Option<Snapshot>) {
         let Some(positions) = positions else {
             self.consumer = None;
             return;
         };
         if let Some(consumer) = self.consumer.as_mut() {
-            for (tp, offset) in positions {
-                // Every partition is still assigned: a transaction does not reassign.
-                let _ = consumer.seek(&tp, SeekTo::Offset(offset));
-            }
+            rewind(consumer, positions);
         }
     }
 
@@ -573,6 +593,31 @@ mod tests {
             none.next_invocation(),
             TxnInvocation::Txn { abort: true, .. }
         )));
+    }
+
+    /// After a failed transaction every partition goes back: a read one to its position with
+    /// its leader epoch, one never read to no position (it used to stay wherever the failed
+    /// transaction's polls left it, and sought positions lost their epoch).
+    #[test]
+    fn rewind_restores_positions_with_epochs_and_unread_partitions() {
+        use logjam_client::consumer::SeekTo;
+        use logjam_client::ids::{LeaderEpoch, Offset};
+        let mut consumer =
+            Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
+        let (read, unread) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        consumer.assign([read.clone(), unread.clone()]);
+        let before = Position {
+            offset: Offset(5),
+            leader_epoch: Some(LeaderEpoch(3)),
+        };
+        consumer.seek_to_position(&read, before).unwrap();
+        let saved = snapshot(&consumer);
+        // The failed transaction's polls moved both partitions.
+        consumer.seek(&read, SeekTo::Offset(Offset(9))).unwrap();
+        consumer.seek(&unread, SeekTo::Offset(Offset(4))).unwrap();
+        rewind(&mut consumer, saved);
+        assert_eq!(consumer.position_with_epoch(&read), Some(before));
+        assert_eq!(consumer.position(&unread), None);
     }
 
     #[test]
