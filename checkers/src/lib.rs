@@ -61,7 +61,7 @@
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
 //! | `read-above-lso` | a read_committed poll returned a record at or above the last stable offset of the fetch answer that returned it | [`read_committed::lso`] | bad |
 //! | `lso-regression` | one process's read_committed answers for a partition in one leader epoch: a later one with a lower LSO (across epochs only counted: `lso_drops_across_epochs`) | [`read_committed::lso`] | bad |
-//! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (across partitions only counted: `cross_partition_partial`) | [`read_committed::fractured`] | bad |
+//! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (visible on one partition, not yet stable on another: only counted, `cross_partition_partial`) | [`read_committed::fractured`] | bad |
 //! | `intermediate-read` (G1b) | a read_committed poll returned a record of a transaction whose op was invoked only after the poll completed (its commit cannot have happened) | [`read_committed::intermediate`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!

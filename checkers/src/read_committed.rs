@@ -12,8 +12,8 @@
 //! - [`fractured`]: `fractured-read`: a poll returned some records of transaction T on
 //!   partition p and its range on p covered another record of T it did not return. Across
 //!   partitions Kafka promises no atomic visibility (markers land per partition): polls that
-//!   returned T on p but stopped short of T's record on another partition they fetched are
-//!   only counted.
+//!   returned T on p while T's record on another partition they fetched was at or above that
+//!   partition's LSO are only counted.
 //! - [`intermediate`]: `intermediate-read` (G1b): a poll returned a record of T and completed
 //!   before T's op was invoked: T had not begun, so neither had its commit. That is all the
 //!   history proves of "read before commit": the commit is invoked at an unrecorded moment
@@ -49,8 +49,10 @@ pub struct ReadCommittedStats {
     /// Times one process saw a partition's LSO lower than before in a later leader epoch
     /// (allowed: a new leader's LSO may start behind the old one's).
     pub lso_drops_across_epochs: u64,
-    /// Polls that returned a transaction's records on one partition but stopped before its
-    /// record on another partition they fetched (allowed: no cross-partition atomicity).
+    /// (poll, transaction) pairs where a poll returned the transaction's records on one
+    /// partition while its answer for another partition put the transaction's record there
+    /// at or above the LSO (allowed: markers land per partition, no cross-partition
+    /// atomicity).
     pub cross_partition_partial: u64,
 }
 

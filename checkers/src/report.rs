@@ -198,7 +198,7 @@ impl Report {
         if let Some(rc) = &self.stats.read_committed {
             let _ = writeln!(
                 s,
-                "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} polls with a transaction visible on one partition but not yet on another (both allowed)",
+                "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} times a transaction was visible on one partition and not yet stable on another (both allowed)",
                 rc.polls_checked,
                 rc.lsos_seen,
                 rc.leader_epochs_seen,

@@ -2,7 +2,8 @@
 //! runs under Transactions V2 (the node's default) and V1 end valid with committed and
 //! deliberately aborted transactions in the history, and the `skip-abort-marker` canary
 //! (aborted transactions left open, so under TV1 the next commit exposes them) is caught as
-//! `aborted-read`.
+//! `aborted-read`. Every run's report carries the read-committed checker's figures: polls
+//! whose fetch ranges (LSO, leader epoch) it checked.
 
 mod support;
 
@@ -76,11 +77,26 @@ fn bad_kinds(run: &Path) -> serde_json::Value {
     report["bad_kinds"].clone()
 }
 
+/// The read-committed checker's figures in report.json.
+fn read_committed_stats(run: &Path) -> serde_json::Value {
+    let report = std::fs::read_to_string(run.join("report.json")).expect("report.json");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("report.json parses");
+    report["stats"]["read_committed"].clone()
+}
+
 fn valid_run(sets: &[&str]) {
     let results = tempfile::tempdir().expect("tempdir");
     let (code, run) = txn_run(results.path(), sets);
     let bad = bad_kinds(&run);
     assert_eq!(code, 0, "a fault-free txn run is valid; bad: {bad}");
+    let rc = read_committed_stats(&run);
+    eprintln!("read_committed: {rc}");
+    for figure in ["polls_checked", "lsos_seen", "records_checked"] {
+        assert!(
+            rc[figure].as_u64().is_some_and(|n| n > 100),
+            "the read-committed checker checked the polls' fetch ranges: {rc}"
+        );
+    }
     let (committed, aborted) = outcomes(&run);
     assert!(committed > 100, "transactions committed: {committed}");
     assert!(aborted > 10, "transactions aborted on purpose: {aborted}");

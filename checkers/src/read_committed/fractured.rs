@@ -8,8 +8,10 @@
 //! failed T is left out: returning any of its records is already `aborted-read`.
 //!
 //! Across partitions Kafka promises no atomic visibility: a poll that returned T's records on
-//! p and fetched q only up to before T's record on q is counted
-//! ([`super::ReadCommittedStats::cross_partition_partial`]), not reported.
+//! p while the same poll's answer for q put T's record on q at or above q's LSO (not yet
+//! stable there: its marker or high watermark had not passed it) is counted
+//! ([`super::ReadCommittedStats::cross_partition_partial`]), not reported. A poll merely
+//! behind on q (its position short of T's record, which is below q's LSO) is not counted.
 
 use std::collections::BTreeSet;
 
@@ -55,8 +57,7 @@ pub(crate) fn check(index: &RcIndex, stats: &mut ReadCommittedStats, out: &mut A
                         out.push(witness(index, read, writer, offset, value));
                     }
                 } else if let Some(other) = reads.iter().find(|r| r.key == send_key)
-                    && offset >= other.fetch.to
-                    && !other.records.iter().any(|r| r.offset == offset)
+                    && offset >= other.fetch.lso
                 {
                     partial.insert(writer);
                 }

@@ -153,6 +153,17 @@ fn a_transaction_visible_on_one_partition_only_is_counted_not_reported() {
     let report = check(b);
     assert!(found(&report).is_empty(), "{}", report.summary());
     assert_eq!(stats(&report).cross_partition_partial, 1);
+
+    // A poll merely behind on key 1 (T's record there is below its LSO) is not counted.
+    let mut b = txn_builder();
+    commit(&mut b, 0, &[(0, 10, 0), (1, 11, 0)]);
+    poll(
+        &mut b,
+        1,
+        &[(0, &[(0, 10)], [0, 2, 2, 1]), (1, &[], [0, 0, 2, 1])],
+    );
+    let report = check(b);
+    assert_eq!(stats(&report).cross_partition_partial, 0);
 }
 
 #[test]
