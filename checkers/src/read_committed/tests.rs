@@ -1,7 +1,7 @@
 //! Each read-committed kind proven both ways on small txn histories: a clean history valid,
 //! each bad one caught with its witness, and what Kafka allows only counted.
 
-use logjam_history::builder::{fetched_poll_micro, send_micro};
+use logjam_history::builder::{FetchedResult, fetched_poll_micro, send_micro};
 use logjam_history::{Function, Header, HistoryBuilder, MicroOp, Op, OpType};
 
 use crate::anomaly::AnomalyKind;
@@ -35,7 +35,7 @@ fn commit(b: &mut HistoryBuilder, process: u64, sends: &[(i64, i64, i64)]) {
 }
 
 /// One read_committed poll by `process`, ok.
-fn poll(b: &mut HistoryBuilder, process: u64, reads: &[(i64, &[(i64, i64)], [i64; 4])]) {
+fn poll(b: &mut HistoryBuilder, process: u64, reads: FetchedResult<'_>) {
     b.txn(
         process,
         OpType::Ok,
