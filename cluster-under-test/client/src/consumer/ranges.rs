@@ -94,7 +94,13 @@ impl Consumer {
     }
 
     /// Notes one fetch answer of `tp` that moved its position from `from` to `to`.
-    pub(super) fn note_fetch(&mut self, tp: &TopicPartition, from: Offset, to: Offset, answer: FetchRange) {
+    pub(super) fn note_fetch(
+        &mut self,
+        tp: &TopicPartition,
+        from: Offset,
+        to: Offset,
+        answer: FetchRange,
+    ) {
         match self.fetched.get_mut(tp) {
             Some(range) if range.to == from => {
                 *range = FetchRange {
