@@ -228,6 +228,15 @@ impl Config {
             value: raw.get(key).cloned().unwrap_or_default(),
             reason,
         };
+        if let Err(reason) = crate::coordinator::group::consumer_config(&raw).validate() {
+            let key = reason.split_whitespace().next().unwrap_or_default().to_owned();
+            return Err(ConfigError::InvalidValue {
+                line: line_of(&key),
+                value: raw.get(&key).cloned().unwrap_or_default(),
+                key,
+                reason: "outside the bounds the other group.consumer.* settings give it",
+            });
+        }
         let process_roles = list(&raw["process.roles"]);
         if process_roles.is_empty()
             || process_roles

@@ -58,6 +58,9 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // The new consumer protocol (KIP-848; coordinator/group/consumer.rs).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
