@@ -104,14 +104,14 @@ impl GroupCoordinator {
             // Not armed yet in this epoch: the clock task arms every member from the
             // committed state, which holds this outcome's records.
             if let Some(cause) = &written.cause {
-                tracing::info!(group = %group_id, cause = cause.name(), epoch = written.epoch,
+                tracing::info!(group = %group_id, cause = %cause.name(), epoch = written.epoch,
                     "consumer group rebalance");
             }
             return;
         };
         partition.timers.apply(&written.timers);
         if let Some(cause) = written.cause {
-            tracing::info!(group = %group_id, cause = cause.name(), epoch = written.epoch,
+            tracing::info!(group = %group_id, cause = %cause.name(), epoch = written.epoch,
                 "consumer group rebalance");
             partition.causes.insert(group_id.to_owned(), cause.name());
         }
@@ -282,20 +282,21 @@ impl GroupCoordinator {
                     let Ok((timers, moved)) = self.runtime.read(index, |shard| {
                         let mut timers = Timers::default();
                         timers.on_loaded(shard.consumer(), now, session);
-                        let moved: Vec<String> = shard
+                        let moved: Vec<(String, i32)> = shard
                             .consumer()
                             .groups
                             .values()
                             .filter(|g| !g.members.is_empty())
-                            .map(|g| g.group_id.clone())
+                            .map(|g| (g.group_id.clone(), g.group_epoch))
                             .collect();
                         (timers, moved)
                     }) else {
                         continue;
                     };
                     let mut causes = HashMap::new();
-                    for group in moved {
-                        tracing::info!(group = %group, cause = "coordinator-moved", epoch,
+                    for (group, group_epoch) in moved {
+                        tracing::info!(group = %group, cause = %"coordinator-moved",
+                            epoch = group_epoch, leader_epoch = epoch,
                             "consumer group loaded by a new coordinator");
                         causes.insert(group, "coordinator-moved");
                     }
