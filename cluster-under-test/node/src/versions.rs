@@ -202,6 +202,12 @@ mod tests {
             ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
             ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
             ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
+            ApiKey::ConsumerGroupHeartbeat => {
+                RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default())
+            }
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -275,6 +281,12 @@ mod tests {
             ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default()),
             ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default()),
             ApiKey::JoinGroup => ResponseKind::JoinGroup(JoinGroupResponse::default()),
+            ApiKey::ConsumerGroupHeartbeat => {
+                ResponseKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                ResponseKind::ConsumerGroupDescribe(ConsumerGroupDescribeResponse::default())
+            }
             other => panic!("no default response for {other:?}"),
         }
     }
