@@ -46,9 +46,12 @@ pub async fn handle(
                 .subscribed_topic_names
                 .as_ref()
                 .map(|names| names.iter().map(|n| n.to_string()).collect()),
+            // librdkafka (2.16) sends an empty regex with a list of names; Kafka takes an
+            // empty regex for none (`hasSubscribedTopicRegex`).
             subscribed_topic_regex: request
                 .subscribed_topic_regex
                 .as_ref()
+                .filter(|r| !r.is_empty())
                 .map(|r| r.to_string()),
             server_assignor: request.server_assignor.as_ref().map(|a| a.to_string()),
             owned,
