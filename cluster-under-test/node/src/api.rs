@@ -169,14 +169,9 @@ pub async fn dispatch(
                 .await,
             )
         }
-        RequestKind::ConsumerGroupDescribe(request) => {
-            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(
-                broker.groups(),
-                &broker.image(),
-                &request,
-                version,
-            ))
-        }
+        RequestKind::ConsumerGroupDescribe(request) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(broker.groups(), &broker.image(), &request, version),
+        ),
         RequestKind::SyncGroup(request) => {
             ResponseKind::SyncGroup(sync_group::handle(broker.groups(), &request, version).await)
         }

@@ -251,7 +251,10 @@ const SETTINGS: &str = "offsets.topic.num.partitions=3\noffsets.topic.replicatio
 fn members_join_reconcile_fence_leave_and_expire() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), SETTINGS);
-    assert_eq!(common::create_topics(node.address, &[(DATA, 4, 1)]), vec![0]);
+    assert_eq!(
+        common::create_topics(node.address, &[(DATA, 4, 1)]),
+        vec![0]
+    );
     let topic = topic_id(node.address, DATA);
     let group = "kip848-group";
     assert_eq!(find(node.address, group), 1);
@@ -272,8 +275,15 @@ fn members_join_reconcile_fence_leave_and_expire() {
     let mut b = Member::new(group, None);
     assert_eq!(heartbeat(&mut stream, topic, &mut b), 0);
     assert_eq!(b.epoch, 2);
-    assert!(b.owned.is_empty(), "B gets nothing A still owns: {:?}", b.owned);
-    assert_eq!(describe(&mut stream, group).group_state.as_str(), "Reconciling");
+    assert!(
+        b.owned.is_empty(),
+        "B gets nothing A still owns: {:?}",
+        b.owned
+    );
+    assert_eq!(
+        describe(&mut stream, group).group_state.as_str(),
+        "Reconciling"
+    );
 
     // A is asked to revoke half and stays at epoch 1 until it has.
     assert_eq!(heartbeat(&mut stream, topic, &mut a), 0);
@@ -301,24 +311,48 @@ fn members_join_reconcile_fence_leave_and_expire() {
 
     // Offsets: committed at the member's epoch; a stale epoch or an unknown member is refused.
     assert_eq!(commit(&mut stream, group, &b.id, b.epoch, 42), 0);
-    assert_eq!(commit(&mut stream, group, &b.id, 1, 43), 113, "STALE_MEMBER_EPOCH");
-    assert_eq!(commit(&mut stream, group, "nobody", 2, 44), 25, "UNKNOWN_MEMBER_ID");
+    assert_eq!(
+        commit(&mut stream, group, &b.id, 1, 43),
+        113,
+        "STALE_MEMBER_EPOCH"
+    );
+    assert_eq!(
+        commit(&mut stream, group, "nobody", 2, 44),
+        25,
+        "UNKNOWN_MEMBER_ID"
+    );
     assert_eq!(fetch(&mut stream, group, Some(&b.id), b.epoch), (0, 42));
     assert_eq!(fetch(&mut stream, group, Some(&b.id), 1).0, 113);
-    assert_eq!(fetch(&mut stream, group, None, -1), (0, 42), "the admin fetch");
+    assert_eq!(
+        fetch(&mut stream, group, None, -1),
+        (0, 42),
+        "the admin fetch"
+    );
 
     // Static members: a second member cannot take an instance id still held.
     let mut c = Member::new(group, Some("instance-1"));
     assert_eq!(heartbeat(&mut stream, topic, &mut c), 0);
     let mut d = Member::new(group, Some("instance-1"));
-    assert_eq!(heartbeat(&mut stream, topic, &mut d), 111, "UNRELEASED_INSTANCE_ID");
+    assert_eq!(
+        heartbeat(&mut stream, topic, &mut d),
+        111,
+        "UNRELEASED_INSTANCE_ID"
+    );
 
     // Classic and consumer groups keep to their own ids.
     let joined = classic_join(&mut stream, "classic-group");
     assert_eq!(joined.error_code, 0, "{joined:?}");
     let mut e = Member::new("classic-group", None);
-    assert_eq!(heartbeat(&mut stream, topic, &mut e), 69, "GROUP_ID_NOT_FOUND");
-    assert_eq!(classic_join(&mut stream, group).error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
+    assert_eq!(
+        heartbeat(&mut stream, topic, &mut e),
+        69,
+        "GROUP_ID_NOT_FOUND"
+    );
+    assert_eq!(
+        classic_join(&mut stream, group).error_code,
+        23,
+        "INCONSISTENT_GROUP_PROTOCOL"
+    );
     // An empty classic group becomes a consumer group.
     let joined = classic_join(&mut stream, "converted-group");
     assert_eq!(joined.error_code, 0, "{joined:?}");
@@ -351,8 +385,16 @@ fn members_join_reconcile_fence_leave_and_expire() {
         &ListGroupsRequest::default().with_types_filter(vec![text("consumer")]),
     );
     let ids: BTreeSet<&str> = listed.groups.iter().map(|g| g.group_id.as_str()).collect();
-    assert!(ids.contains(group) && !ids.contains("classic-group"), "{listed:?}");
-    assert!(listed.groups.iter().all(|g| g.group_type.as_str() == "consumer"));
+    assert!(
+        ids.contains(group) && !ids.contains("classic-group"),
+        "{listed:?}"
+    );
+    assert!(
+        listed
+            .groups
+            .iter()
+            .all(|g| g.group_type.as_str() == "consumer")
+    );
 
     // B leaves: the cause is `leave`.
     let left = heartbeat_raw(&mut stream, &b.request(topic, -1));
@@ -363,20 +405,26 @@ fn members_join_reconcile_fence_leave_and_expire() {
     assert_eq!(described.members.len(), 2);
 
     // A and C stop heartbeating: the session clock (6 s) fences them.
-    wait_until("the session clock empties the group", Duration::from_secs(20), || {
-        describe(&mut stream, group).members.is_empty()
-    });
+    wait_until(
+        "the session clock empties the group",
+        Duration::from_secs(20),
+        || describe(&mut stream, group).members.is_empty(),
+    );
     let described = describe(&mut stream, group);
     assert_eq!(described.group_state.as_str(), "Empty");
     assert_eq!(cause(&described).as_deref(), Some("session-timeout"));
     let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap();
     assert!(
-        log.lines().any(|l| l.contains("group=kip848-group")
-            && l.contains("cause=session-timeout")),
+        log.lines()
+            .any(|l| l.contains("group=kip848-group") && l.contains("cause=session-timeout")),
         "the log names the clock"
     );
     // A fenced member is told so and rejoins from epoch 0.
-    assert_eq!(heartbeat(&mut stream, topic, &mut a), 25, "UNKNOWN_MEMBER_ID");
+    assert_eq!(
+        heartbeat(&mut stream, topic, &mut a),
+        25,
+        "UNKNOWN_MEMBER_ID"
+    );
 }
 
 #[test]
@@ -404,19 +452,27 @@ fn a_consumer_group_and_its_offsets_survive_the_coordinator() {
     cluster.nodes[(coordinator - 1) as usize].kill();
     let survivor = cluster.nodes[(coordinator % 3) as usize].address;
     let mut next = coordinator;
-    wait_until("another node coordinates the group", Duration::from_secs(60), || {
-        next = find(survivor, group);
-        next != coordinator
-    });
+    wait_until(
+        "another node coordinates the group",
+        Duration::from_secs(60),
+        || {
+            next = find(survivor, group);
+            next != coordinator
+        },
+    );
     let mut stream = connect(cluster.nodes[(next - 1) as usize].address);
     // The member carries on at its epoch: the group was reloaded, not rebuilt.
     assert_eq!(heartbeat(&mut stream, topic, &mut a), 0);
     assert_eq!((a.epoch, a.owned.len()), (1, 2));
     let mut described = describe(&mut stream, group);
-    wait_until("the new coordinator names the move", Duration::from_secs(10), || {
-        described = describe(&mut stream, group);
-        cause(&described).as_deref() == Some("coordinator-moved")
-    });
+    wait_until(
+        "the new coordinator names the move",
+        Duration::from_secs(10),
+        || {
+            described = describe(&mut stream, group);
+            cause(&described).as_deref() == Some("coordinator-moved")
+        },
+    );
     assert_eq!(described.group_epoch, 1);
     assert_eq!(described.members.len(), 1);
     assert_eq!(fetch(&mut stream, group, Some(&a.id), a.epoch), (0, 17));

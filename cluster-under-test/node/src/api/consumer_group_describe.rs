@@ -27,7 +27,10 @@ use crate::coordinator::group::GroupCoordinator;
 use crate::coordinator::group::consumer::topic_names;
 use crate::metadata::MetadataImage;
 
-fn assignment(partitions: &consumer_group::Assignment, names: &BTreeMap<Uuid, String>) -> Assignment {
+fn assignment(
+    partitions: &consumer_group::Assignment,
+    names: &BTreeMap<Uuid, String>,
+) -> Assignment {
     Assignment::default().with_topic_partitions(
         partitions
             .iter()
@@ -71,7 +74,10 @@ pub fn handle(
             match answer {
                 Err(error) => base.clone().with_error_code(error.code()),
                 Ok(None) => match groups.describe(group_id) {
-                    Ok(Some(_)) => not_found(format!("Group {} is not a consumer group.", group_id.as_str())),
+                    Ok(Some(_)) => not_found(format!(
+                        "Group {} is not a consumer group.",
+                        group_id.as_str()
+                    )),
                     _ => not_found(format!("Group {} not found.", group_id.as_str())),
                 },
                 Ok(Some(found)) => {
@@ -85,11 +91,18 @@ pub fn handle(
                             Member::default()
                                 .with_member_id(StrBytes::from_string(m.member_id.clone()))
                                 .with_instance_id(
-                                    m.subscription.instance_id.clone().map(StrBytes::from_string),
+                                    m.subscription
+                                        .instance_id
+                                        .clone()
+                                        .map(StrBytes::from_string),
                                 )
-                                .with_rack_id(m.subscription.rack_id.clone().map(StrBytes::from_string))
+                                .with_rack_id(
+                                    m.subscription.rack_id.clone().map(StrBytes::from_string),
+                                )
                                 .with_member_epoch(m.current.member_epoch)
-                                .with_client_id(StrBytes::from_string(m.subscription.client_id.clone()))
+                                .with_client_id(StrBytes::from_string(
+                                    m.subscription.client_id.clone(),
+                                ))
                                 .with_client_host(StrBytes::from_string(
                                     m.subscription.client_host.clone(),
                                 ))

@@ -50,9 +50,7 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The settings of the new consumer protocol (`group.consumer.*`) in `raw`, as the node's
 /// configuration holds them (checked with [`consumer_group::Config::validate`] at startup).
-pub fn consumer_config(
-    raw: &std::collections::BTreeMap<String, String>,
-) -> consumer_group::Config {
+pub fn consumer_config(raw: &std::collections::BTreeMap<String, String>) -> consumer_group::Config {
     let defaults = consumer_group::Config::default();
     let int = |key: &str, default: i32| {
         raw.get(key)
@@ -60,7 +58,10 @@ pub fn consumer_config(
             .unwrap_or(default)
     };
     consumer_group::Config {
-        session_timeout_ms: int("group.consumer.session.timeout.ms", defaults.session_timeout_ms),
+        session_timeout_ms: int(
+            "group.consumer.session.timeout.ms",
+            defaults.session_timeout_ms,
+        ),
         min_session_timeout_ms: int(
             "group.consumer.min.session.timeout.ms",
             defaults.min_session_timeout_ms,

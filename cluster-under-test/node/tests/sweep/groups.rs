@@ -28,8 +28,8 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
-    offset_delete_request,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
+    DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest, offset_delete_request,
 };
 
 use super::{Connection, Context, TOPIC, name, text};
@@ -386,7 +386,10 @@ pub fn check(version: i16, response: &ResponseKind) -> Option<Result<(), String>
                     && g.members.len() == 1
                     && g.members[0].member_epoch == 1
                     && g.members[0].assignment.topic_partitions.len() == 1
-                    && g.members[0].assignment.topic_partitions[0].topic_name.as_str() == TOPIC
+                    && g.members[0].assignment.topic_partitions[0]
+                        .topic_name
+                        .as_str()
+                        == TOPIC
                     && (version < 1 || g.members[0].member_type == 1)
             };
             if fine { Ok(()) } else { Err(format!("{r:?}")) }

@@ -39,7 +39,9 @@ pub struct Clocks(Mutex<HashMap<i32, PartitionClocks>>);
 
 impl Clocks {
     fn lock(&self) -> MutexGuard<'_, HashMap<i32, PartitionClocks>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -156,8 +158,7 @@ impl GroupCoordinator {
                     // An empty classic group becomes a consumer group (Kafka's online upgrade).
                     records.push(group_record(&group_id, None));
                 }
-                match consumer_group::heartbeat(shard.consumer(), &request, now, config, &topics)
-                {
+                match consumer_group::heartbeat(shard.consumer(), &request, now, config, &topics) {
                     Err(failed) => Ok((Vec::new(), Err(failed))),
                     Ok(outcome) => {
                         records.extend(outcome.records.iter().map(ConsumerGroupRecord::encode));
