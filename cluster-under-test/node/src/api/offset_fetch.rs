@@ -37,7 +37,7 @@ pub async fn handle(
                     .collect()
             });
             // v9 (KIP-848): a consumer group's member fetches at its current epoch.
-            let member = (version >= 9).then(|| (group.member_id.as_deref(), group.member_epoch));
+            let member = (version >= 9).then_some((group.member_id.as_deref(), group.member_epoch));
             let answer = fetch_one(
                 groups,
                 &group.group_id,

@@ -311,11 +311,11 @@ impl GroupCoordinator {
                     );
                 }
                 let mut clocks = self.clocks.lock();
-                if let Some(partition) = clocks.get_mut(&index) {
-                    if partition.timers.next_deadline().is_some_and(|d| d <= now) {
-                        for expiry in partition.timers.take_expired(now) {
-                            fired.push((index, epoch, expiry));
-                        }
+                if let Some(partition) = clocks.get_mut(&index)
+                    && partition.timers.next_deadline().is_some_and(|d| d <= now)
+                {
+                    for expiry in partition.timers.take_expired(now) {
+                        fired.push((index, epoch, expiry));
                     }
                 }
             }
