@@ -80,3 +80,55 @@ fn librdkafka_consumer_protocol_splits_moves_and_resumes() {
     assert_eq!(with("cause=join"), 3, "{rebalances:#?}");
     assert!(with("cause=leave") >= 2, "{rebalances:#?}");
 }
+
+/// Not a check: the time from a member's death (SIGKILL) to a stable group, classic vs
+/// KIP-848, 3 and 30 members, each protocol with a 6 s session timeout and a 500 ms heartbeat
+/// (`tests/python/rebalance_bench.py`). Run by hand:
+/// `cargo test -p logjam-node --test real_client_kip848 -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check: run by hand"]
+fn bench_member_death_to_stable_classic_vs_consumer() {
+    let root = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(
+        root.path(),
+        3,
+        "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n\
+         group.initial.rebalance.delay.ms=0\n\
+         group.consumer.min.session.timeout.ms=1000\ngroup.consumer.session.timeout.ms=6000\n\
+         group.consumer.min.heartbeat.interval.ms=100\ngroup.consumer.heartbeat.interval.ms=500",
+    );
+    let bootstrap: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.address.to_string())
+        .collect();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/rebalance_bench.py");
+    for members in [3, 30] {
+        let topic = format!("bench-{members}");
+        let partitions = 2 * members as i32;
+        assert_eq!(
+            common::create_topics(cluster.nodes[0].address, &[(&topic, partitions, 3)]),
+            vec![0]
+        );
+        for protocol in ["classic", "consumer"] {
+            let output = Command::new(python())
+                .arg(&script)
+                .arg(bootstrap.join(","))
+                .arg(&topic)
+                .arg(partitions.to_string())
+                .arg(members.to_string())
+                .arg(protocol)
+                .output()
+                .expect("python runs");
+            println!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout).trim(),
+                if output.status.success() {
+                    ""
+                } else {
+                    " (FAILED)"
+                }
+            );
+        }
+    }
+}
