@@ -3,7 +3,8 @@
 //! revoke-then-assign, stale epochs are fenced, static members hold their instance id, offset
 //! commits and fetches check the member epoch, classic and consumer groups keep to their own
 //! ids, a member leaves (epoch -1) and the rest expire by the session clock (cause
-//! `session-timeout` in describe and in the log); on a 3-node cluster the group and its
+//! `session-timeout` in describe and in the log), and the empty group is deleted (never one
+//! with members, nor offsets of a topic it subscribes to); on a 3-node cluster the group and its
 //! committed offsets survive the coordinator's death.
 
 mod common;
@@ -28,6 +29,10 @@ use kafka_protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
     ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
     OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    offset_delete_request,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -404,6 +409,14 @@ fn members_join_reconcile_fence_leave_and_expire() {
     assert_eq!(cause(&described).as_deref(), Some("leave"));
     assert_eq!(described.members.len(), 2);
 
+    // A group with members is not deleted, nor are offsets of a topic it subscribes to.
+    assert_eq!(delete_group(&mut stream, group), 68, "NON_EMPTY_GROUP");
+    assert_eq!(
+        delete_offset(&mut stream, group),
+        (0, 86),
+        "GROUP_SUBSCRIBED_TO_TOPIC"
+    );
+
     // A and C stop heartbeating: the session clock (6 s) fences them.
     wait_until(
         "the session clock empties the group",
@@ -425,6 +438,52 @@ fn members_join_reconcile_fence_leave_and_expire() {
         25,
         "UNKNOWN_MEMBER_ID"
     );
+
+    // The empty group is deleted with its offsets.
+    assert_eq!(delete_group(&mut stream, group), 0);
+    assert_eq!(
+        describe(&mut stream, group).error_code,
+        69,
+        "GROUP_ID_NOT_FOUND"
+    );
+    assert_eq!(fetch(&mut stream, group, None, -1), (0, -1));
+    assert_eq!(delete_group(&mut stream, group), 69);
+}
+
+/// DeleteGroups v2 of one group: its error code.
+fn delete_group(stream: &mut TcpStream, group: &str) -> i16 {
+    let response: DeleteGroupsResponse = exchange(
+        stream,
+        ApiKey::DeleteGroups,
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]),
+    );
+    response.results[0].error_code
+}
+
+/// OffsetDelete of `DATA` partition 0: (group error, partition error).
+fn delete_offset(stream: &mut TcpStream, group: &str) -> (i16, i16) {
+    let response: OffsetDeleteResponse = exchange(
+        stream,
+        ApiKey::OffsetDelete,
+        0,
+        &OffsetDeleteRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_topics(vec![
+                offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(TopicName(text(DATA)))
+                    .with_partitions(vec![
+                        offset_delete_request::OffsetDeleteRequestPartition::default()
+                            .with_partition_index(0),
+                    ]),
+            ]),
+    );
+    let partition = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(-1, |p| p.error_code);
+    (response.error_code, partition)
 }
 
 #[test]

@@ -105,7 +105,7 @@ fn bench_member_death_to_stable_classic_vs_consumer() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/rebalance_bench.py");
     for members in [3, 30] {
         let topic = format!("bench-{members}");
-        let partitions = 2 * members as i32;
+        let partitions = 2 * members;
         assert_eq!(
             common::create_topics(cluster.nodes[0].address, &[(&topic, partitions, 3)]),
             vec![0]

@@ -239,6 +239,89 @@ impl GroupCoordinator {
         listed
     }
 
+    /// Whether `group_id` is a consumer group here: (no members, the topics its members
+    /// subscribe to).
+    ///
+    /// # Errors
+    /// The runtime's.
+    pub(crate) fn consumer_subscriptions(
+        &self,
+        group_id: &str,
+    ) -> Result<Option<(bool, Vec<String>)>, ResponseError> {
+        let index = self.partition_of(group_id);
+        self.runtime.read(index, |shard| {
+            shard.consumer().get(group_id).map(|group| {
+                let topics: std::collections::BTreeSet<String> = group
+                    .members
+                    .values()
+                    .flat_map(|m| m.subscription.subscribed_topic_names.iter().cloned())
+                    .collect();
+                (group.members.is_empty(), topics.into_iter().collect())
+            })
+        })
+    }
+
+    /// DeleteGroups of a consumer group: only an empty one, its offsets and records
+    /// tombstoned in one batch (Kafka's `createGroupTombstoneRecords`).
+    ///
+    /// # Errors
+    /// `NON_EMPTY_GROUP`, `GROUP_ID_NOT_FOUND` (deleted meanwhile), the runtime's and the
+    /// write's.
+    pub(crate) async fn delete_consumer_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        let index = self.partition_of(group_id);
+        self.runtime
+            .write(index, WRITE_TIMEOUT, |shard: &GroupShard| {
+                let group = shard
+                    .consumer()
+                    .get(group_id)
+                    .ok_or(ResponseError::GroupIdNotFound)?;
+                if !group.members.is_empty() {
+                    return Err(ResponseError::NonEmptyGroup);
+                }
+                let id = group_id.to_owned();
+                let mut records: Vec<_> = shard
+                    .get(group_id)
+                    .map(|entry| {
+                        entry
+                            .offsets
+                            .keys()
+                            .map(|(topic, partition)| {
+                                super::shard::offset_tombstone(group_id, topic, *partition)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let tombstones = group
+                    .target
+                    .keys()
+                    .map(|member_id| ConsumerGroupRecord::TargetAssignmentMember {
+                        group_id: id.clone(),
+                        member_id: member_id.clone(),
+                        partitions: None,
+                    })
+                    .chain([
+                        ConsumerGroupRecord::TargetAssignmentEpoch {
+                            group_id: id.clone(),
+                            epoch: None,
+                        },
+                        ConsumerGroupRecord::SubscriptionMetadata {
+                            group_id: id.clone(),
+                            topics: None,
+                        },
+                        ConsumerGroupRecord::GroupEpoch {
+                            group_id: id.clone(),
+                            epoch: None,
+                        },
+                    ]);
+                records.extend(tombstones.map(|record| record.encode()));
+                Ok((records, ()))
+            })
+            .await
+            .map_err(append_error)?;
+        tracing::info!(group = group_id, "consumer group deleted");
+        Ok(())
+    }
+
     /// OffsetFetch v9's check on a consumer group: the member fetches at its epoch. Nothing
     /// to check for a classic group or a group this partition does not have.
     ///
