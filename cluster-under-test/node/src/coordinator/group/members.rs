@@ -462,30 +462,8 @@ impl GroupCoordinator {
     /// # Errors
     /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
     pub fn describe(&self, group_id: &str) -> Result<Option<Described>, ResponseError> {
-        // A KIP-848 group, as Kafka 4 describes one to the classic API: protocol type
-        // "consumer", the assignor as protocol, members without metadata.
-        if let Some(found) = self.describe_consumer(group_id)? {
-            return Ok(Some(Described {
-                state: found.group.state().name(),
-                protocol_type: "consumer".to_owned(),
-                protocol: found.assignor,
-                members: found
-                    .group
-                    .members
-                    .values()
-                    .map(|m| {
-                        (
-                            m.member_id.clone(),
-                            m.subscription.instance_id.clone(),
-                            m.subscription.client_id.clone(),
-                            m.subscription.client_host.clone(),
-                            bytes::Bytes::new(),
-                            bytes::Bytes::new(),
-                        )
-                    })
-                    .collect(),
-                last_cause: found.last_cause,
-            }));
+        if let Some(described) = self.describe_consumer_as_classic(group_id)? {
+            return Ok(Some(described));
         }
         let index = self.partition_of(group_id);
         let known = self
