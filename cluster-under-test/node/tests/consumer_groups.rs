@@ -536,3 +536,77 @@ fn a_consumer_group_and_its_offsets_survive_the_coordinator() {
     assert_eq!(described.members.len(), 1);
     assert_eq!(fetch(&mut stream, group, Some(&a.id), a.epoch), (0, 17));
 }
+
+/// The revocation clock: a member asked to revoke that does not within its rebalance
+/// timeout (Java's `max.poll.interval.ms`) is fenced with cause `poll-timeout`, although it
+/// keeps heartbeating. A static member leaving with epoch -2 and coming back under a new
+/// member id takes its assignment over without a new group epoch (`static-member-replaced`).
+#[test]
+fn the_revocation_clock_and_a_static_member_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), SETTINGS);
+    assert_eq!(
+        common::create_topics(node.address, &[(DATA, 4, 1)]),
+        vec![0]
+    );
+    let topic = topic_id(node.address, DATA);
+    let group = "kip848-poll";
+    find(node.address, group);
+    let mut stream = connect(node.address);
+
+    // A joins with a 1 s rebalance timeout and owns everything; B joins.
+    let mut a = Member::new(group, None);
+    let join = a.request(topic, 0).with_rebalance_timeout_ms(1_000);
+    let joined = heartbeat_raw(&mut stream, &join);
+    assert_eq!((joined.error_code, joined.member_epoch), (0, 1));
+    a.epoch = 1;
+    a.owned = BTreeSet::from([0, 1, 2, 3]);
+    let mut b = Member::new(group, None);
+    assert_eq!(heartbeat(&mut stream, topic, &mut b), 0);
+    // A heartbeats on but never gives anything up.
+    let start = Instant::now();
+    let mut code = 0;
+    while Instant::now() - start < Duration::from_secs(10) {
+        code = heartbeat_raw(&mut stream, &a.request(topic, a.epoch)).error_code;
+        if code != 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Fenced: removed, as Kafka, so its next heartbeat does not know it.
+    assert_eq!(
+        code, 25,
+        "A is fenced by the revocation clock: UNKNOWN_MEMBER_ID"
+    );
+    assert!(
+        Instant::now() - start < Duration::from_secs(5),
+        "within its rebalance timeout"
+    );
+    let described = describe(&mut stream, group);
+    assert_eq!(cause(&described).as_deref(), Some("poll-timeout"));
+    assert_eq!(described.members.len(), 1);
+    // B gets everything.
+    wait_until("B owns every partition", Duration::from_secs(10), || {
+        heartbeat(&mut stream, topic, &mut b) == 0 && b.owned.len() == 4
+    });
+
+    // A static member leaves meaning to come back (-2) and returns under a new id.
+    let static_group = "kip848-static";
+    let mut s1 = Member::new(static_group, Some("instance-s"));
+    assert_eq!(heartbeat(&mut stream, topic, &mut s1), 0);
+    let epoch = describe(&mut stream, static_group).group_epoch;
+    let left = heartbeat_raw(&mut stream, &s1.request(topic, -2));
+    assert_eq!((left.error_code, left.member_epoch), (0, -2));
+    let mut s2 = Member::new(static_group, Some("instance-s"));
+    assert_eq!(heartbeat(&mut stream, topic, &mut s2), 0);
+    assert_eq!(
+        s2.owned,
+        BTreeSet::from([0, 1, 2, 3]),
+        "it takes its assignment back"
+    );
+    let described = describe(&mut stream, static_group);
+    assert_eq!(described.group_epoch, epoch, "no rebalance");
+    assert_eq!(cause(&described).as_deref(), Some("static-member-replaced"));
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].member_id.as_str(), s2.id);
+}
