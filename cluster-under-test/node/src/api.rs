@@ -17,6 +17,8 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_topics;
 mod delete_groups;
 mod describe_groups;
@@ -155,6 +157,21 @@ pub async fn dispatch(
                     .await,
             )
         }
+        RequestKind::ConsumerGroupHeartbeat(request) => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::ConsumerGroupHeartbeat(
+                consumer_group_heartbeat::handle(
+                    broker.groups(),
+                    (client_id, client_host),
+                    &request,
+                    version,
+                )
+                .await,
+            )
+        }
+        RequestKind::ConsumerGroupDescribe(request) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(broker.groups(), &broker.image(), &request, version),
+        ),
         RequestKind::SyncGroup(request) => {
             ResponseKind::SyncGroup(sync_group::handle(broker.groups(), &request, version).await)
         }

@@ -228,6 +228,19 @@ impl Config {
             value: raw.get(key).cloned().unwrap_or_default(),
             reason,
         };
+        if let Err(reason) = crate::coordinator::group::consumer_config(&raw).validate() {
+            let key = reason
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            return Err(ConfigError::InvalidValue {
+                line: line_of(&key),
+                value: raw.get(&key).cloned().unwrap_or_default(),
+                key,
+                reason: "refused by the new consumer protocol's checks (bounds set by the other group.consumer.* keys, known assignors)",
+            });
+        }
         let process_roles = list(&raw["process.roles"]);
         if process_roles.is_empty()
             || process_roles
@@ -513,6 +526,15 @@ mod tests {
             ("node.id=99999999999", "node.id"),
             ("process.roles=leader", "process.roles"),
             ("listeners=localhost:9092", "listeners"),
+            // The new consumer protocol's bounds, checked together.
+            (
+                "group.consumer.session.timeout.ms=3000",
+                "group.consumer.session.timeout.ms",
+            ),
+            (
+                "group.consumer.assignors=sticky",
+                "group.consumer.assignors",
+            ),
         ] {
             let error = Config::parse(&format!("{MINIMAL}{text}\n"), &[]).unwrap_err();
             assert!(error.to_string().contains(key), "{text}: {error}");

@@ -7,7 +7,8 @@
 //! transaction coordinator on it ([`txn`]);
 //! the group coordinator, classic protocol, with transactional offset commits, on
 //! `__consumer_offsets` ([`group`]); the pure core
-//! of the new consumer protocol (KIP-848), not yet wired to the wire ([`consumer_group`]).
+//! of the new consumer protocol (KIP-848, [`consumer_group`]), served by the same group
+//! coordinator (`group/consumer.rs`).
 
 pub mod consumer_group;
 pub mod group;

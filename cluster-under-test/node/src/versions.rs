@@ -58,6 +58,9 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // The new consumer protocol (KIP-848; coordinator/group/consumer.rs).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The controller listener's APIs: the KRaft RPCs and the controller's own.
@@ -199,6 +202,12 @@ mod tests {
             ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
             ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
             ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
+            ApiKey::ConsumerGroupHeartbeat => {
+                RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default())
+            }
             other => panic!("no default request for {other:?}"),
         }
     }
@@ -272,6 +281,12 @@ mod tests {
             ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default()),
             ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default()),
             ApiKey::JoinGroup => ResponseKind::JoinGroup(JoinGroupResponse::default()),
+            ApiKey::ConsumerGroupHeartbeat => {
+                ResponseKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                ResponseKind::ConsumerGroupDescribe(ConsumerGroupDescribeResponse::default())
+            }
             other => panic!("no default response for {other:?}"),
         }
     }

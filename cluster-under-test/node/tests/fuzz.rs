@@ -363,6 +363,30 @@ fn valid_frames() -> Vec<Bytes> {
                         ]),
                 ]),
         )),
+        // The new consumer protocol (KIP-848).
+        strip(request_frame(
+            ApiKey::ConsumerGroupHeartbeat,
+            1,
+            23,
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("fuzz-cg")))
+                .with_member_id(StrBytes::from_static_str("fuzz-member-0000000001"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(10_000)
+                .with_subscribed_topic_names(Some(vec![topic_name("fuzz")]))
+                .with_server_assignor(Some(StrBytes::from_static_str("range")))
+                .with_topic_partitions(Some(vec![
+                    consumer_group_heartbeat_request::TopicPartitions::default()
+                        .with_partitions(vec![0, 1]),
+                ])),
+        )),
+        strip(request_frame(
+            ApiKey::ConsumerGroupDescribe,
+            1,
+            24,
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("fuzz-cg"))]),
+        )),
     ]
 }
 

@@ -42,6 +42,19 @@ fn default_request(key: ApiKey) -> RequestKind {
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1),
         ),
+        ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("seed-cg")))
+                .with_member_id(StrBytes::from_static_str("seed-member-000000000001"))
+                .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str(
+                    "fuzz",
+                ))]))
+                .with_topic_partitions(Some(vec![])),
+        ),
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(StrBytes::from_static_str("seed-cg"))]),
+        ),
         other => panic!("no seed request for {other:?}: add one"),
     }
 }

@@ -4,7 +4,7 @@
 //! group's earlier writes are committed; v8+ batch groups, each with its own error. Errors:
 //! `INVALID_GROUP_ID` (empty id), `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`,
 //! `COORDINATOR_NOT_AVAILABLE` at the group level (v1: on every partition, it has no group
-//! error field).
+//! error field); v9 on a KIP-848 consumer group: `UNKNOWN_MEMBER_ID`, `STALE_MEMBER_EPOCH`.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -36,7 +36,16 @@ pub async fn handle(
                     .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let answer = fetch_one(groups, &group.group_id, asked, request.require_stable).await;
+            // v9 (KIP-848): a consumer group's member fetches at its current epoch.
+            let member = (version >= 9).then_some((group.member_id.as_deref(), group.member_epoch));
+            let answer = fetch_one(
+                groups,
+                &group.group_id,
+                asked,
+                request.require_stable,
+                member,
+            )
+            .await;
             let (topics, error) = match answer {
                 Ok(topics) => (topics, 0),
                 Err(error) => (Vec::new(), error.code()),
@@ -72,6 +81,7 @@ pub async fn handle(
         &request.group_id,
         asked.clone(),
         request.require_stable,
+        None,
     )
     .await;
     let topics = match (&answer, version) {
@@ -115,9 +125,13 @@ async fn fetch_one(
     group: &str,
     asked: Asked,
     require_stable: bool,
+    member: Option<(Option<&str>, i32)>,
 ) -> Answer {
     if !valid_group_id(group) {
         return Err(ResponseError::InvalidGroupId);
+    }
+    if let Some((member_id, member_epoch)) = member {
+        groups.validate_consumer_fetch(group, member_id, member_epoch)?;
     }
     groups
         .fetch_offsets(group, asked.as_deref(), require_stable)

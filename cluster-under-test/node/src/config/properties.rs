@@ -184,6 +184,35 @@ pub static KEYS: &[KeySpec] = &[
     key_min("group.initial.rebalance.delay.ms", Kind::Int, "3000", 0),
     key_min("group.min.session.timeout.ms", Kind::Int, "6000", 1),
     key_min("group.max.session.timeout.ms", Kind::Int, "1800000", 1),
+    // The new consumer protocol (KIP-848), bounds checked together at startup.
+    key_min("group.consumer.session.timeout.ms", Kind::Int, "45000", 1),
+    key_min(
+        "group.consumer.min.session.timeout.ms",
+        Kind::Int,
+        "45000",
+        1,
+    ),
+    key_min(
+        "group.consumer.max.session.timeout.ms",
+        Kind::Int,
+        "60000",
+        1,
+    ),
+    key_min("group.consumer.heartbeat.interval.ms", Kind::Int, "5000", 1),
+    key_min(
+        "group.consumer.min.heartbeat.interval.ms",
+        Kind::Int,
+        "5000",
+        1,
+    ),
+    key_min(
+        "group.consumer.max.heartbeat.interval.ms",
+        Kind::Int,
+        "15000",
+        1,
+    ),
+    key("group.consumer.assignors", Kind::List, "uniform,range"),
+    key_min("group.consumer.max.size", Kind::Int, "2147483647", 1),
     // logjam's own: deliberate bugs for testing the checkers (crate::canary). Never by default.
     key(CANARIES_KEY, Kind::List, ""),
 ];

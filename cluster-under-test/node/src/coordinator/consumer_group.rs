@@ -1,7 +1,8 @@
 //! The KIP-848 consumer-group protocol's pure core: records, state, assignors, heartbeat.
 //!
 //! Everything here is synchronous and deterministic; clocks come in as `now_ms`. The shell
-//! (the group coordinator shard and its runtime, which own `__consumer_offsets`) wires it:
+//! (the group coordinator shard and its runtime, which own `__consumer_offsets`; wired in
+//! `group/consumer.rs`, `group/shard.rs` and `api/consumer_group_*.rs`) wires it:
 //!
 //! # Records and replay
 //! - A group's records go to the same `__consumer_offsets` partition as its offsets and its
@@ -37,6 +38,8 @@
 //!    field is null). A failed append answers the append's error and applies nothing.
 //!
 //! # Clocks
+//! (Wired as one task ticking every 100 ms over the loaded partitions, as the classic
+//! clocks do, rather than one sleeping task per partition.)
 //! One task per loaded partition sleeps until [`Timers::next_deadline`], then for each
 //! [`Timers::take_expired`] calls [`expire`] on the latest state; a `Some(outcome)` is
 //! written and applied as above (causes `session-timeout` and `poll-timeout`). The clock

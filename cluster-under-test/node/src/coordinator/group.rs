@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod classic;
+pub mod consumer;
 pub mod members;
 pub mod offsets;
 pub mod record;
@@ -29,6 +30,7 @@ use crate::broker::TopicCreator;
 use crate::canary::Canary;
 use crate::config::Config;
 use crate::coordinator::CoordinatorRuntime;
+use crate::coordinator::consumer_group;
 use crate::coordinator::group::classic::Limits;
 use crate::coordinator::group::members::LiveGroups;
 use crate::coordinator::group::offsets::FetchedOffset;
@@ -46,8 +48,58 @@ pub const TOPIC: &str = "__consumer_offsets";
 /// How long a write waits to be replicated (Kafka's `offsets.commit.timeout.ms`, 5 s).
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The settings of the new consumer protocol (`group.consumer.*`) in `raw`, as the node's
+/// configuration holds them (checked with [`consumer_group::Config::validate`] at startup).
+pub fn consumer_config(raw: &std::collections::BTreeMap<String, String>) -> consumer_group::Config {
+    let defaults = consumer_group::Config::default();
+    let int = |key: &str, default: i32| {
+        raw.get(key)
+            .and_then(|value| value.trim().parse::<i32>().ok())
+            .unwrap_or(default)
+    };
+    consumer_group::Config {
+        session_timeout_ms: int(
+            "group.consumer.session.timeout.ms",
+            defaults.session_timeout_ms,
+        ),
+        min_session_timeout_ms: int(
+            "group.consumer.min.session.timeout.ms",
+            defaults.min_session_timeout_ms,
+        ),
+        max_session_timeout_ms: int(
+            "group.consumer.max.session.timeout.ms",
+            defaults.max_session_timeout_ms,
+        ),
+        heartbeat_interval_ms: int(
+            "group.consumer.heartbeat.interval.ms",
+            defaults.heartbeat_interval_ms,
+        ),
+        min_heartbeat_interval_ms: int(
+            "group.consumer.min.heartbeat.interval.ms",
+            defaults.min_heartbeat_interval_ms,
+        ),
+        max_heartbeat_interval_ms: int(
+            "group.consumer.max.heartbeat.interval.ms",
+            defaults.max_heartbeat_interval_ms,
+        ),
+        assignors: raw
+            .get("group.consumer.assignors")
+            .map(|list| {
+                list.split(',')
+                    .map(|name| name.trim().to_owned())
+                    .filter(|name| !name.is_empty())
+                    .collect()
+            })
+            .unwrap_or(defaults.assignors),
+        max_size: raw
+            .get("group.consumer.max.size")
+            .and_then(|value| value.trim().parse::<usize>().ok())
+            .unwrap_or(defaults.max_size),
+    }
+}
+
 /// The node settings of the group coordinator.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GroupSettings {
     /// `offsets.topic.num.partitions`.
     pub partitions: i32,
@@ -60,6 +112,8 @@ pub struct GroupSettings {
     /// `group.min.session.timeout.ms`, `group.max.session.timeout.ms`,
     /// `group.initial.rebalance.delay.ms`.
     pub limits: Limits,
+    /// The new consumer protocol's settings (`group.consumer.*`).
+    pub consumer: consumer_group::Config,
 }
 
 impl GroupSettings {
@@ -84,6 +138,7 @@ impl GroupSettings {
                 initial_rebalance_delay_ms: int("group.initial.rebalance.delay.ms", 3_000).max(0)
                     as i32,
             },
+            consumer: consumer_config(&config.raw),
         }
     }
 }
@@ -111,6 +166,7 @@ pub struct GroupCoordinator {
     settings: GroupSettings,
     limits: Limits,
     live: LiveGroups,
+    clocks: consumer::Clocks,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -140,14 +196,17 @@ impl GroupCoordinator {
             limits: settings.limits,
             settings,
             live: LiveGroups::default(),
+            clocks: consumer::Clocks::default(),
         }
     }
 
     /// The runtime and the groups' clocks; returns when the node stops.
     pub async fn run(self: Arc<Self>) {
         let clocks = tokio::spawn(Arc::clone(&self).run_clocks());
+        let consumer_clocks = tokio::spawn(Arc::clone(&self).run_consumer_clocks());
         Arc::clone(&self.runtime).run().await;
         clocks.abort();
+        consumer_clocks.abort();
     }
 
     /// The settings.
@@ -244,8 +303,20 @@ impl GroupCoordinator {
         let live = self.fence_view(group, index)?;
         self.runtime
             .write(index, WRITE_TIMEOUT, |shard| {
-                let view = live.clone().or_else(|| Self::view(shard, group));
-                offsets::validate_commit(view.as_ref(), member, version, skip_fence)?;
+                if let Some(consumer) = shard.consumer().get(group) {
+                    // A KIP-848 group: the member commits at its current epoch.
+                    if !skip_fence {
+                        consumer.validate_offset_commit(
+                            member.member_id,
+                            member.generation_id,
+                            false,
+                            version,
+                        )?;
+                    }
+                } else {
+                    let view = live.clone().or_else(|| Self::view(shard, group));
+                    offsets::validate_commit(view.as_ref(), member, version, skip_fence)?;
+                }
                 let records = partitions
                     .iter()
                     .map(|p| {
@@ -346,8 +417,17 @@ impl GroupCoordinator {
         };
         self.runtime
             .write_as(index, WRITE_TIMEOUT, how, |shard| {
-                let view = live.clone().or_else(|| Self::view(shard, group));
-                txn_offsets::check_member(view.as_ref(), member)?;
+                if let Some(consumer) = shard.consumer().get(group) {
+                    consumer.validate_offset_commit(
+                        member.member_id,
+                        member.generation_id,
+                        true,
+                        0,
+                    )?;
+                } else {
+                    let view = live.clone().or_else(|| Self::view(shard, group));
+                    txn_offsets::check_member(view.as_ref(), member)?;
+                }
                 let records = partitions
                     .iter()
                     .map(|p| {

@@ -8,7 +8,9 @@
 //! (Stable, its member, v5 the last rebalance's cause `join` in logjam's tag) and ListGroups
 //! listing it (v4+ through a states filter); DeleteGroups of a simple group per version
 //! (deleted), of `SYNCED` (NON_EMPTY_GROUP) and of a group never seen (GROUP_ID_NOT_FOUND);
-//! OffsetDelete of the simple group's offset (deleted).
+//! OffsetDelete of the simple group's offset (deleted); ConsumerGroupHeartbeat of a new KIP-848
+//! member in its own group per version (epoch 1, the topic's partition assigned) and
+//! ConsumerGroupDescribe of that group (Stable at epoch 1, its member and assignment).
 
 use std::sync::OnceLock;
 
@@ -26,8 +28,8 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
-    offset_delete_request,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
+    DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest, offset_delete_request,
 };
 
 use super::{Connection, Context, TOPIC, name, text};
@@ -218,6 +220,13 @@ pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<Requ
                     MemberIdentity::default().with_member_id(text("sweep-nobody")),
                 ]),
         ),
+        ApiKey::ConsumerGroupHeartbeat => {
+            RequestKind::ConsumerGroupHeartbeat(consumer_join(version))
+        }
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(text(&format!("sweep-cg-v{version}")))]),
+        ),
         ApiKey::OffsetFetch if version >= 8 => {
             RequestKind::OffsetFetch(OffsetFetchRequest::default().with_groups(vec![
                 OffsetFetchRequestGroup::default()
@@ -240,6 +249,22 @@ pub fn request_for(key: ApiKey, version: i16, _context: &Context) -> Option<Requ
         ),
         _ => return None,
     })
+}
+
+/// A KIP-848 member joining its own group (`sweep-cg-v{version}`) subscribed to the sweep's
+/// topic: v0 lets the coordinator name it, v1 (KIP-1082) names itself.
+fn consumer_join(version: i16) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text(&format!("sweep-cg-v{version}"))))
+        .with_member_id(if version >= 1 {
+            text(&uuid::Uuid::new_v4().to_string())
+        } else {
+            text("")
+        })
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(60_000)
+        .with_subscribed_topic_names(Some(vec![name(TOPIC)]))
+        .with_topic_partitions(Some(vec![]))
 }
 
 fn check_join(version: i16, r: &kafka_protocol::messages::JoinGroupResponse) -> Result<(), String> {
@@ -337,6 +362,38 @@ pub fn check(version: i16, response: &ResponseKind) -> Option<Result<(), String>
             Ok(())
         }
         ResponseKind::LeaveGroup(r) => Err(format!("{r:?}")),
+        // The member joined at epoch 1 with the sweep topic's one partition.
+        ResponseKind::ConsumerGroupHeartbeat(r)
+            if r.error_code == 0
+                && r.member_id.as_ref().is_some_and(|id| !id.is_empty())
+                && r.member_epoch == 1
+                && r.heartbeat_interval_ms > 0
+                && r.assignment.as_ref().is_some_and(|a| {
+                    a.topic_partitions.len() == 1 && a.topic_partitions[0].partitions == [0]
+                }) =>
+        {
+            Ok(())
+        }
+        ResponseKind::ConsumerGroupHeartbeat(r) => Err(format!("{r:?}")),
+        ResponseKind::ConsumerGroupDescribe(r) => {
+            let fine = r.groups.len() == 1 && {
+                let g = &r.groups[0];
+                g.error_code == 0
+                    && g.group_state.as_str() == "Stable"
+                    && g.group_epoch == 1
+                    && g.assignment_epoch == 1
+                    && g.assignor_name.as_str() == "uniform"
+                    && g.members.len() == 1
+                    && g.members[0].member_epoch == 1
+                    && g.members[0].assignment.topic_partitions.len() == 1
+                    && g.members[0].assignment.topic_partitions[0]
+                        .topic_name
+                        .as_str()
+                        == TOPIC
+                    && (version < 1 || g.members[0].member_type == 1)
+            };
+            if fine { Ok(()) } else { Err(format!("{r:?}")) }
+        }
         _ => return None,
     })
 }

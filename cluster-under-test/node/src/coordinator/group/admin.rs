@@ -1,7 +1,8 @@
 //! DeleteGroups and OffsetDelete on the group coordinator (part of [`GroupCoordinator`]):
 //! a group is deleted only when it has no members (its offsets and metadata tombstoned in
 //! `__consumer_offsets`, its live state dropped); an offset is deleted only for a topic the
-//! group's members are not subscribed to. Both answer once the tombstones are replicated.
+//! group's members are not subscribed to. Both answer once the tombstones are replicated. A
+//! KIP-848 group is deleted by tombstoning its records (`consumer.rs`).
 
 use kafka_protocol::ResponseError;
 
@@ -61,6 +62,9 @@ impl GroupCoordinator {
     /// # Errors
     /// `GROUP_ID_NOT_FOUND`, `NON_EMPTY_GROUP`, the runtime's and the write's.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        if self.consumer_subscriptions(group_id)?.is_some() {
+            return self.delete_consumer_group(group_id).await;
+        }
         let Some((state, _)) = self.group_facts(group_id)? else {
             return Err(ResponseError::GroupIdNotFound);
         };
@@ -108,8 +112,12 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let Some((_, subscribed)) = self.group_facts(group_id)? else {
-            return Err(ResponseError::GroupIdNotFound);
+        let subscribed = match self.consumer_subscriptions(group_id)? {
+            Some((_, topics)) => topics,
+            None => match self.group_facts(group_id)? {
+                Some((_, topics)) => topics,
+                None => return Err(ResponseError::GroupIdNotFound),
+            },
         };
         let errors: Vec<Option<ResponseError>> = partitions
             .iter()

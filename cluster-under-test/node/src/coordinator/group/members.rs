@@ -276,6 +276,20 @@ impl GroupCoordinator {
         group_id: &str,
         request: JoinRequest,
     ) -> Result<JoinReply, ResponseError> {
+        // A KIP-848 group with members is not joined by a classic member (Kafka's migration
+        // path is not supported).
+        let index = self.partition_of(group_id);
+        if self.runtime.read(index, |shard| {
+            shard
+                .consumer()
+                .get(group_id)
+                .is_some_and(|group| !group.members.is_empty())
+        })? {
+            return Ok(JoinReply::error(
+                ResponseError::InconsistentGroupProtocol,
+                &request.member_id,
+            ));
+        }
         let joining = request.joining_id();
         let (release, own, waiter) = self.with_group(group_id, |live, now| {
             let effects = live.group.join(&request, now);
@@ -448,6 +462,9 @@ impl GroupCoordinator {
     /// # Errors
     /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
     pub fn describe(&self, group_id: &str) -> Result<Option<Described>, ResponseError> {
+        if let Some(described) = self.describe_consumer_as_classic(group_id)? {
+            return Ok(Some(described));
+        }
         let index = self.partition_of(group_id);
         let known = self
             .runtime

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::coordinator::consumer_group::{ConsumerGroupRecord, ConsumerGroups};
 use crate::coordinator::group::record::{self, GroupKey, GroupValue, OffsetValue};
 use crate::coordinator::group::txn_offsets::PendingTxnOffsets;
 use crate::coordinator::shard::{CoordinatorRecord, CoordinatorShard};
@@ -33,6 +34,8 @@ pub struct GroupShard {
     txn: PendingTxnOffsets,
     /// How many records (and markers) were replayed: a record's position in the log order.
     position: u64,
+    /// The KIP-848 consumer groups of the partition (record types 3 to 8).
+    consumer: ConsumerGroups,
 }
 
 impl GroupShard {
@@ -46,6 +49,11 @@ impl GroupShard {
         self.groups
             .iter()
             .map(|(id, entry)| (id.as_str(), entry.as_ref()))
+    }
+
+    /// The KIP-848 consumer groups of the partition.
+    pub fn consumer(&self) -> &ConsumerGroups {
+        &self.consumer
     }
 
     /// The offsets of open transactions.
@@ -100,6 +108,9 @@ pub fn group_record(group: &str, value: Option<&GroupValue>) -> CoordinatorRecor
 impl CoordinatorShard for GroupShard {
     fn replay(&mut self, record: &CoordinatorRecord) -> Result<(), String> {
         self.position += 1;
+        if let Some(consumer) = ConsumerGroupRecord::decode(record)? {
+            return self.consumer.replay(&consumer);
+        }
         let key = record
             .key
             .as_ref()
