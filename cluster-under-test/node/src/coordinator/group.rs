@@ -38,7 +38,7 @@ use crate::coordinator::group::txn_offsets::{CommitMember, GroupState, GroupView
 use crate::coordinator::internal_topic::{self, CoordinatorAddress, InternalTopic};
 use crate::coordinator::runtime::{MarkerWrite, WriteAs};
 use crate::coordinator::txn::{append_error, partition_for};
-use crate::replica::{ReplicaManager, now_ms};
+use crate::replica::{ReplicaManager, Verified, now_ms};
 
 /// The internal topic of committed offsets and group metadata.
 pub const TOPIC: &str = "__consumer_offsets";
@@ -323,18 +323,18 @@ impl GroupCoordinator {
         let index = self.partition_of(group);
         let now = now_ms();
         let live = self.fence_view(group, index)?;
-        let guard = match verify {
-            None => None,
+        let verified = match verify {
+            None => Verified::NotRequired,
             Some(verify) => {
                 let partition = self
                     .replicas
                     .partition(TOPIC, index)
                     .ok_or(ResponseError::NotCoordinator)?;
-                match partition.start_verification(producer.0) {
-                    None => None,
-                    Some(guard) => {
+                match partition.start_verification(producer.0, producer.1) {
+                    None => Verified::WasOpen,
+                    Some(ask) => {
                         verify.await?;
-                        Some(guard)
+                        ask.verified()
                     }
                 }
             }
@@ -342,7 +342,7 @@ impl GroupCoordinator {
         let how = WriteAs::Transactional {
             producer_id: producer.0,
             producer_epoch: producer.1,
-            guard,
+            verified,
         };
         self.runtime
             .write_as(index, WRITE_TIMEOUT, how, |shard| {
@@ -367,7 +367,14 @@ impl GroupCoordinator {
                 Ok((records, ()))
             })
             .await
-            .map_err(append_error)
+            .map_err(|error| match error {
+                // The offsets would join the producer's older transaction still open there
+                // (its marker has not landed), or open one nobody verified: retried by every
+                // client, as Kafka's group coordinator answers its verification's
+                // CONCURRENT_TRANSACTIONS.
+                ResponseError::ConcurrentTransactions => ResponseError::CoordinatorNotAvailable,
+                other => append_error(other),
+            })
     }
 
     /// WriteTxnMarkers for partition `index` of `__consumer_offsets`: the marker is written
