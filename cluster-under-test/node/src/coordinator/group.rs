@@ -7,8 +7,8 @@
 //!   answer, pure and table-tested; [`txn_offsets`]: TxnOffsetCommit's pending offsets
 //!   (committed or dropped by the transaction's marker) and KIP-447 fencing, pure.
 //! - [`GroupCoordinator`] (this file): the thin shell. It creates `__consumer_offsets` on
-//!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped by
-//!   the live brokers), routes a group id to its partition (`abs(javaHashCode(id)) %
+//!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor`, once that
+//!   many brokers are live), routes a group id to its partition (`abs(javaHashCode(id)) %
 //!   partitions`, as Kafka's `partitionFor`), and writes through the runtime, which answers
 //!   only once the records are replicated.
 
@@ -51,7 +51,8 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct GroupSettings {
     /// `offsets.topic.num.partitions`.
     pub partitions: i32,
-    /// `offsets.topic.replication.factor` (capped by the live brokers at creation).
+    /// `offsets.topic.replication.factor` (default 3; FindCoordinator is
+    /// `COORDINATOR_NOT_AVAILABLE` until that many brokers are live).
     pub replication_factor: i16,
     /// The `skip-offset-fence` canary.
     pub skip_offset_fence: bool,
