@@ -39,7 +39,8 @@ fn node() -> &'static Node {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let text = format!(
             "node.id=1\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:0\n\
-             log.dirs={}\n",
+             log.dirs={}\noffsets.topic.replication.factor=1\n\
+             transaction.state.log.replication.factor=1\n",
             dir.path().display()
         );
         let config = Config::parse(&text, &[]).expect("the fuzz node's config is valid");

@@ -298,6 +298,14 @@ impl Lab {
                 voters.join(","),
                 data.display()
             );
+            // The internal topics' replication factors default to 3, as Kafka's: with fewer
+            // brokers no coordinator could serve, so a small lab sets them to its broker
+            // count (a `--set` of its own, written after, wins).
+            let brokers = (0..spec.nodes).filter(|i| is_broker(*i)).count();
+            if brokers < 3 {
+                let _ = writeln!(text, "offsets.topic.replication.factor={brokers}");
+                let _ = writeln!(text, "transaction.state.log.replication.factor={brokers}");
+            }
             for (key, value) in &spec.settings {
                 let _ = writeln!(text, "{key}={value}");
             }

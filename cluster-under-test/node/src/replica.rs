@@ -16,8 +16,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use manager::{IsrChangeReceiver, ReplicaManager};
 pub use partition::{
-    Acks, Appended, ConsumerRead, FollowerRead, Isolation, IsrChange, Partition, PartitionOffsets,
-    Verified,
+    Acks, Appended, Ask, ConsumerRead, FollowerRead, Isolation, IsrChange, Partition,
+    PartitionOffsets, TxnCheck, Verified,
 };
 
 /// Milliseconds since the Unix epoch, the clock Kafka stamps into logs.

@@ -136,7 +136,8 @@ fn start_node(dir: &std::path::Path) -> (NodeProcess, SocketAddr) {
         &format!("1@127.0.0.1:{controller_port}"),
         "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n\
          transaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=5\n\
-         offsets.topic.num.partitions=5\ngroup.initial.rebalance.delay.ms=0",
+         offsets.topic.num.partitions=5\ngroup.initial.rebalance.delay.ms=0\n\
+         offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1",
     );
     let client: SocketAddr = format!("127.0.0.1:{client_port}").parse().unwrap();
     let controller: SocketAddr = format!("127.0.0.1:{controller_port}").parse().unwrap();

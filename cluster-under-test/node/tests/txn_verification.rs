@@ -278,6 +278,51 @@ fn tv2_adds_partitions_implicitly_and_refuses_a_delayed_produce_from_a_finished_
     );
 }
 
+/// Goal (liveness): a producer whose old transaction hangs on a partition (open there, unknown
+/// to its coordinator) can go on at a newer epoch once its coordinator verifies the partition.
+/// Method: one node, TV2 with `transaction.partition.verification.enable=false`; Produce v11
+/// (not verified: no implicit add before v12) opens a transaction the coordinator never
+/// learns of; InitProducerId bumps the epoch (the coordinator ends nothing: the partition is
+/// in none of its transactions). Produce v12 at the new epoch is verified (the open one is
+/// older), joins the hanging transaction, and the new transaction's COMMIT marker ends both.
+/// Without the verification the batch would be refused (`CONCURRENT_TRANSACTIONS`, answered
+/// `NOT_ENOUGH_REPLICAS`) at every retry, for good.
+#[test]
+fn tv2_a_hanging_older_transaction_does_not_block_the_producer_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(
+        dir.path(),
+        "transaction.version=2\ntransaction.partition.verification.enable=false",
+    );
+    create_topic(node.address, TOPIC, 1, 1, &[]);
+    wait_until("a leader", Duration::from_secs(20), || {
+        partition_state(node.address, TOPIC).is_some_and(|(l, _)| l == 1)
+    });
+    let mut stream = connect(node.address);
+    let (pid, old) = init(&mut stream);
+    assert_eq!(
+        produce(node.address, 11, txn_batch(pid, old, 0, "hanging")),
+        Ok(0)
+    );
+    let (same_pid, epoch) = init(&mut stream);
+    assert_eq!((same_pid, epoch > old), (pid, true), "{old} -> {epoch}");
+    assert_eq!(
+        offsets(node.address),
+        (1, 0),
+        "the hanging transaction holds the LSO"
+    );
+
+    assert_eq!(
+        produce(node.address, 12, txn_batch(pid, epoch, 0, "next")),
+        Ok(1),
+        "verified, not refused for the hanging transaction"
+    );
+    commit(&mut stream, 5, pid, epoch);
+    wait_until("the commit marker", Duration::from_secs(20), || {
+        offsets(node.address) == (3, 3)
+    });
+}
+
 /// The coordinator of transactional id `id`, as `via` answers FindCoordinator (waiting while
 /// `__transaction_state` is created).
 fn coordinator_of(via: SocketAddr, id: &str) -> i32 {

@@ -294,8 +294,26 @@ impl ProducerStateTable {
     /// # Errors
     /// [`ProducerStateError`] when the batch must be refused.
     pub fn check(&self, batch: &ProducerBatch) -> Result<Verdict, ProducerStateError> {
+        self.check_verified(batch, false)
+    }
+
+    /// [`Self::check`] of a batch the transaction coordinator `verified` (KIP-890): the
+    /// coordinator has the partition in the producer's transaction at the batch's epoch, so a
+    /// transaction at an older epoch still open here hangs (its coordinator will never end it
+    /// here) and the batch is not refused with `CONCURRENT_TRANSACTIONS` for it: refused at
+    /// every retry, the producer could never write here again (Kafka verifies unless the
+    /// open transaction has the batch's epoch).
+    ///
+    /// # Errors
+    /// As [`Self::check`].
+    pub fn check_verified(
+        &self,
+        batch: &ProducerBatch,
+        verified: bool,
+    ) -> Result<Verdict, ProducerStateError> {
         let verdict = self.check_sequence(batch)?;
         if verdict == Verdict::Append
+            && !verified
             && batch.is_transactional
             && let Some(entry) = self.producers.get(&batch.producer_id)
             && entry.current_txn_first_offset.is_some()

@@ -55,6 +55,18 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The internal topics' replication factors for a cluster of `brokers` brokers: below Kafka's
+/// default of 3 no coordinator could serve otherwise. Config lines after these override them.
+pub fn internal_topic_factors(brokers: usize) -> String {
+    if brokers >= 3 {
+        return String::new();
+    }
+    format!(
+        "offsets.topic.replication.factor={brokers}\n\
+         transaction.state.log.replication.factor={brokers}\n"
+    )
+}
+
 /// One `logjam-node` process, killed (SIGKILL) on drop.
 pub struct NodeProcess {
     pub child: Option<Child>,
@@ -69,8 +81,9 @@ impl NodeProcess {
         let port = free_port();
         let config = format!(
             "node.id=1\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-             log.dirs={}\n{extra}\n",
-            dir.join("data").display()
+             log.dirs={}\n{}{extra}\n",
+            dir.join("data").display(),
+            internal_topic_factors(1)
         );
         NodeProcess::start_with(dir, port, &config)
     }
@@ -180,10 +193,11 @@ impl MultiNode {
                     "node.id={}\nprocess.roles=broker,controller\n\
                      listeners=PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}\n\
                      controller.listener.names=CONTROLLER\ncontroller.quorum.voters={}\n\
-                     log.dirs={}\n{extra}\n",
+                     log.dirs={}\n{}{extra}\n",
                     i + 1,
                     voters.join(","),
-                    node_dir.join("data").display()
+                    node_dir.join("data").display(),
+                    internal_topic_factors(count)
                 );
                 // One cluster id for all, as `kafka-storage format --cluster-id` does.
                 std::fs::create_dir_all(node_dir.join("data")).unwrap();

@@ -33,7 +33,7 @@ use crate::canary::Canary;
 use crate::coordinator::internal_topic;
 use crate::replica::replication::AcksOutcome;
 use crate::replica::txn_verify::{self, Verification};
-use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified};
+use crate::replica::{Acks, Appended, Partition, ReplicaManager, TxnCheck, Verified};
 
 /// Appends every partition's records and answers once all are settled.
 pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version: i16) -> Reply {
@@ -246,13 +246,14 @@ async fn verify(
     if !replicas.txn_verifier().checks(version) {
         return Ok(Verified::NotRequired);
     }
-    let Some((producer_id, producer_epoch, guard)) = partition.opens_transaction(records) else {
-        return Ok(Verified::WasOpen);
+    let ask = match partition.opens_transaction(records) {
+        TxnCheck::Settled(verified) => return Ok(verified),
+        TxnCheck::Ask(ask) => ask,
     };
     let check = Verification {
         transactional_id: transactional_id.0.as_str(),
-        producer_id,
-        producer_epoch,
+        producer_id: ask.producer_id,
+        producer_epoch: ask.producer_epoch,
         topic,
         partition: partition.topic_partition.partition,
         produce_version: version,
@@ -264,7 +265,7 @@ async fn verify(
     if let Err(error) = verified {
         tracing::debug!(?check, ?error, "transactional produce not verified");
     }
-    verified.map(|()| Verified::Guarded(producer_id, guard))
+    verified.map(|()| ask.verified())
 }
 
 /// The append's `CONCURRENT_TRANSACTIONS` (a TV2 transaction begun before the previous

@@ -7,8 +7,8 @@
 //!   answer, pure and table-tested; [`txn_offsets`]: TxnOffsetCommit's pending offsets
 //!   (committed or dropped by the transaction's marker) and KIP-447 fencing, pure.
 //! - [`GroupCoordinator`] (this file): the thin shell. It creates `__consumer_offsets` on
-//!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor` capped by
-//!   the live brokers), routes a group id to its partition (`abs(javaHashCode(id)) %
+//!   first use (`offsets.topic.num.partitions`, `offsets.topic.replication.factor`, once that
+//!   many brokers are live), routes a group id to its partition (`abs(javaHashCode(id)) %
 //!   partitions`, as Kafka's `partitionFor`), and writes through the runtime, which answers
 //!   only once the records are replicated.
 
@@ -40,7 +40,7 @@ use crate::coordinator::group::txn_offsets::{CommitMember, GroupState, GroupView
 use crate::coordinator::internal_topic::{self, CoordinatorAddress, InternalTopic};
 use crate::coordinator::runtime::{MarkerWrite, WriteAs};
 use crate::coordinator::txn::{append_error, partition_for};
-use crate::replica::{ReplicaManager, now_ms};
+use crate::replica::{ReplicaManager, Verified, now_ms};
 
 /// The internal topic of committed offsets and group metadata.
 pub const TOPIC: &str = "__consumer_offsets";
@@ -103,7 +103,8 @@ pub fn consumer_config(raw: &std::collections::BTreeMap<String, String>) -> cons
 pub struct GroupSettings {
     /// `offsets.topic.num.partitions`.
     pub partitions: i32,
-    /// `offsets.topic.replication.factor` (capped by the live brokers at creation).
+    /// `offsets.topic.replication.factor` (default 3; FindCoordinator is
+    /// `COORDINATOR_NOT_AVAILABLE` until that many brokers are live).
     pub replication_factor: i16,
     /// The `skip-offset-fence` canary.
     pub skip_offset_fence: bool,
@@ -394,18 +395,18 @@ impl GroupCoordinator {
         let index = self.partition_of(group);
         let now = now_ms();
         let live = self.fence_view(group, index)?;
-        let guard = match verify {
-            None => None,
+        let verified = match verify {
+            None => Verified::NotRequired,
             Some(verify) => {
                 let partition = self
                     .replicas
                     .partition(TOPIC, index)
                     .ok_or(ResponseError::NotCoordinator)?;
-                match partition.start_verification(producer.0) {
-                    None => None,
-                    Some(guard) => {
+                match partition.start_verification(producer.0, producer.1) {
+                    None => Verified::WasOpen,
+                    Some(ask) => {
                         verify.await?;
-                        Some(guard)
+                        ask.verified()
                     }
                 }
             }
@@ -413,7 +414,7 @@ impl GroupCoordinator {
         let how = WriteAs::Transactional {
             producer_id: producer.0,
             producer_epoch: producer.1,
-            guard,
+            verified,
         };
         self.runtime
             .write_as(index, WRITE_TIMEOUT, how, |shard| {
@@ -447,7 +448,14 @@ impl GroupCoordinator {
                 Ok((records, ()))
             })
             .await
-            .map_err(append_error)
+            .map_err(|error| match error {
+                // The offsets would join the producer's older transaction still open there
+                // (its marker has not landed), or open one nobody verified: retried by every
+                // client, as Kafka's group coordinator answers its verification's
+                // CONCURRENT_TRANSACTIONS.
+                ResponseError::ConcurrentTransactions => ResponseError::CoordinatorNotAvailable,
+                other => append_error(other),
+            })
     }
 
     /// WriteTxnMarkers for partition `index` of `__consumer_offsets`: the marker is written

@@ -1,6 +1,9 @@
 //! The internal topics coordinators keep their state on (`__transaction_state`,
 //! `__consumer_offsets`): created on first use as Kafka's brokers do, and a key's coordinator
-//! found as the leader of the key's partition. One place for both coordinators.
+//! found as the leader of the key's partition. One place for both coordinators. As Kafka, a
+//! topic is created only with its configured replication factor: until that many brokers are
+//! live, its coordinators answer `COORDINATOR_NOT_AVAILABLE` (a cluster of fewer brokers must
+//! set `offsets.topic.replication.factor` / `transaction.state.log.replication.factor`).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -34,14 +37,16 @@ pub struct InternalTopic<'a> {
     pub name: &'static str,
     /// Its partition count.
     pub partitions: i32,
-    /// Its configured replication factor (capped by the live brokers at creation).
+    /// Its configured replication factor (never capped: not enough live brokers, no topic).
     pub replication_factor: i16,
     /// Its topic configs.
     pub configs: &'a [(&'static str, String)],
 }
 
-/// Creates `topic` when it does not exist yet, its replication factor capped by the live
-/// brokers. Answers `COORDINATOR_NOT_AVAILABLE` (retriable) while the topic is missing.
+/// Creates `topic` when it does not exist yet, when at least its replication factor of brokers
+/// are live (Kafka's controller refuses the auto-creation otherwise: "The target replication
+/// factor of 3 cannot be reached because only 1 broker(s) are registered"). Answers
+/// `COORDINATOR_NOT_AVAILABLE` (retriable) while the topic is missing.
 ///
 /// # Errors
 /// `COORDINATOR_NOT_AVAILABLE` while the topic does not exist.
@@ -55,9 +60,16 @@ pub async fn ensure(
         return Ok(());
     }
     let live = image.brokers.values().filter(|b| !b.fenced).count();
-    let factor = topic
-        .replication_factor
-        .min(i16::try_from(live.max(1)).unwrap_or(i16::MAX));
+    if !can_create(topic.replication_factor, live) {
+        tracing::debug!(
+            topic = topic.name,
+            factor = topic.replication_factor,
+            live,
+            "not enough live brokers for the internal topic's replication factor"
+        );
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    let factor = topic.replication_factor;
     let configs = topic
         .configs
         .iter()
@@ -87,6 +99,11 @@ pub async fn ensure(
     Err(ResponseError::CoordinatorNotAvailable)
 }
 
+/// Whether an internal topic of `replication_factor` can be created with `live` brokers.
+pub fn can_create(replication_factor: i16, live: usize) -> bool {
+    usize::try_from(replication_factor).is_ok_and(|factor| factor <= live)
+}
+
 /// The coordinator of partition `index` of `topic`: its leader, when that broker is unfenced.
 ///
 /// # Errors
@@ -113,4 +130,29 @@ pub fn coordinator_of(
         host: broker.host.clone(),
         port: broker.port,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::can_create;
+
+    #[test]
+    fn an_internal_topic_needs_its_replication_factor_of_live_brokers() {
+        let cases = [
+            (3, 1, false),
+            (3, 2, false),
+            (3, 3, true),
+            (3, 5, true),
+            (1, 1, true),
+            (2, 1, false),
+            (1, 0, false),
+        ];
+        for (factor, live, expected) in cases {
+            assert_eq!(
+                can_create(factor, live),
+                expected,
+                "factor {factor}, {live} live"
+            );
+        }
+    }
 }

@@ -30,12 +30,12 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
-use logjam_storage::{ControlType, EndTxnMarker, VerificationGuard};
+use logjam_storage::{ControlType, EndTxnMarker};
 
 use crate::coordinator::shard::{
     BatchKind, CoordinatorRecord, CoordinatorShard, decode_batches, encode_batch, replay_batch,
 };
-use crate::replica::{Acks, Appended, Partition, ReplicaManager, now_ms};
+use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified, now_ms};
 
 /// How many bytes one read of a load asks the log for.
 const LOAD_READ_BYTES: usize = 1 << 20;
@@ -106,14 +106,14 @@ pub enum WriteAs {
     /// One non-transactional batch.
     Plain,
     /// One batch in producer `producer_id`'s transaction (Kafka's transactional write),
-    /// guarded by `guard` when the transaction coordinator verified the partition.
+    /// with what the group coordinator verified of it (KIP-890).
     Transactional {
         /// The producer id.
         producer_id: i64,
         /// Its epoch.
         producer_epoch: i16,
-        /// The verification guard taken before the verification, if one was made.
-        guard: Option<VerificationGuard>,
+        /// What was verified (the guard taken before the transaction coordinator was asked).
+        verified: Verified,
     },
     /// A transaction marker; the operation's records must be empty.
     Marker(MarkerWrite),
@@ -468,14 +468,14 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
             WriteAs::Transactional {
                 producer_id,
                 producer_epoch,
-                guard,
+                verified,
             } => {
                 Arc::clone(&partition)
                     .append_as_coordinator(
                         encode_batch(&records, now_ms(), Some((producer_id, producer_epoch))),
                         producer_id,
                         producer_epoch,
-                        guard,
+                        verified,
                     )
                     .await
             }

@@ -89,7 +89,8 @@ pub fn append_error(error: ResponseError) -> ResponseError {
 pub struct TxnSettings {
     /// `transaction.state.log.num.partitions`.
     pub partitions: i32,
-    /// `transaction.state.log.replication.factor` (capped by the live brokers at creation).
+    /// `transaction.state.log.replication.factor` (default 3; FindCoordinator and
+    /// InitProducerId are `COORDINATOR_NOT_AVAILABLE` until that many brokers are live).
     pub replication_factor: i16,
     /// `transaction.state.log.min.isr`.
     pub min_isr: i32,

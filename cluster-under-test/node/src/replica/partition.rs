@@ -5,8 +5,8 @@
 //! `partition/leader.rs`; the decisions themselves are pure functions in `replication.rs`.
 
 mod leader;
-pub use leader::Verified;
 mod txn;
+pub use txn::{Ask, TxnCheck, Verified};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

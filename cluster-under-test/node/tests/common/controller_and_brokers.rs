@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{NodeProcess, eprint_log_tail, free_port, metadata, wait_until};
+use super::{
+    NodeProcess, eprint_log_tail, free_port, internal_topic_factors, metadata, wait_until,
+};
 
 /// A controller-only node (id 1, the only voter, in `root/node1`) and broker-only nodes
 /// (`brokers[i]` has node id `i + 2`, in `root/node{i + 2}`) heartbeating every 500 ms. On a
@@ -56,8 +58,9 @@ impl ControllerAndBrokers {
                     &format!(
                         "node.id={id}\nprocess.roles=broker\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
                          controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n\
-                         log.dirs={}\nbroker.heartbeat.interval.ms=500\n{broker_extra}\n",
-                        dir.join("data").display()
+                         log.dirs={}\nbroker.heartbeat.interval.ms=500\n{}{broker_extra}\n",
+                        dir.join("data").display(),
+                        internal_topic_factors(broker_count)
                     ),
                     format!("127.0.0.1:{port}").parse().unwrap(),
                 )

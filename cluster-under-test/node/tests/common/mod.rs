@@ -26,11 +26,27 @@ use logjam_node::config::Config;
 /// quorum by itself (no `controller.quorum.voters`). The broker session is shortened from
 /// Kafka's 9 s so that a node restarted after SIGKILL, which must wait out its previous
 /// incarnation's session (`DUPLICATE_BROKER_REGISTRATION`), is back within a couple of seconds.
+/// The internal topics' replication factors are 1 (Kafka's 3 needs three brokers).
 pub fn config_text(dir: &Path, port: u16, extra: &str) -> String {
     format!(
         "node.id=1\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-         log.dirs={}\nbroker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n{extra}\n",
-        dir.display()
+         log.dirs={}\nbroker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=2000\n{}{extra}\n",
+        dir.display(),
+        internal_topic_factors(1)
+    )
+}
+
+/// The internal topics' replication factors for a cluster of `brokers` brokers: none below
+/// Kafka's default of 3 (`offsets.topic.replication.factor`,
+/// `transaction.state.log.replication.factor`) can serve a coordinator otherwise. Config
+/// lines after these override them.
+pub fn internal_topic_factors(brokers: usize) -> String {
+    if brokers >= 3 {
+        return String::new();
+    }
+    format!(
+        "offsets.topic.replication.factor={brokers}\n\
+         transaction.state.log.replication.factor={brokers}\n"
     )
 }
 
@@ -369,7 +385,7 @@ impl Cluster {
                 *client,
                 *controller,
                 &voters,
-                extra,
+                &format!("{}{extra}", internal_topic_factors(size)),
             );
             std::fs::write(&config_path, text).unwrap();
             let child = spawn(&config_path, &dir);

@@ -248,6 +248,39 @@ mod tests {
         );
     }
 
+    /// A verified batch (the coordinator has the partition in the transaction at its epoch)
+    /// is not held back by an older open transaction: that one hangs, and refusing the batch
+    /// at every retry would block the producer here for good.
+    #[test]
+    fn a_verified_newer_epoch_is_not_held_back_by_a_hanging_transaction() {
+        use Step::*;
+        let (open, _) = replay(&[Data(3, 0, true)]);
+        let check = |batch: ProducerBatch, verified: bool| {
+            open.check_verified(&batch, verified)
+                .map_err(|error| error.kafka_error_code())
+        };
+        let cases = [
+            (data(4, 0, true), false, Err(51), "unverified, newer"),
+            (
+                data(4, 0, true),
+                true,
+                Ok(Verdict::Append),
+                "verified, newer",
+            ),
+            (data(3, 1, true), true, Ok(Verdict::Append), "same epoch"),
+            (data(2, 0, true), true, Err(47), "older epoch: still fenced"),
+            (
+                data(4, 1, true),
+                true,
+                Err(45),
+                "new epoch: sequence 0 first",
+            ),
+        ];
+        for (batch, verified, expected, why) in cases {
+            assert_eq!(check(batch, verified), expected, "{why}");
+        }
+    }
+
     #[test]
     fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         use ControlType::*;

@@ -16,8 +16,9 @@ use crate::replica::replication::{
     out_of_sync_replicas, should_expand_isr,
 };
 use crate::replica::{invariants, now_ms};
-use logjam_storage::{ProducerBatch, ProducerId, Verdict, VerificationGuard};
+use logjam_storage::{ProducerBatch, Verdict};
 
+use super::txn::{Verified, guard_holds, open_epoch, txn_refusal};
 use super::{Acks, Appended, IsrChange, Partition};
 
 /// An AlterPartition in flight (Kafka's `PendingExpandIsr` / `PendingShrinkIsr`).
@@ -41,18 +42,6 @@ pub(super) struct LeaderState {
     pub(super) followers: BTreeMap<BrokerId, FollowerState>,
     /// The AlterPartition in flight, if any.
     pub(super) pending_isr: Option<PendingIsrChange>,
-}
-
-/// What the produce path's KIP-890 check established about a transactional batch, for
-/// [`Partition::append_verified`].
-#[derive(Debug, Clone, Copy)]
-pub enum Verified {
-    /// No check applies (no transactional id, or verification off for this version).
-    NotRequired,
-    /// The producer had a transaction open here, so nothing was asked of the coordinator.
-    WasOpen,
-    /// The coordinator confirmed the partition for this producer id under this guard.
-    Guarded(i64, VerificationGuard),
 }
 
 impl Default for LeaderState {
@@ -299,14 +288,14 @@ impl Partition {
             .await
     }
 
-    /// [`Partition::append`] of records the coordinator verified under `guard` (the producer
-    /// id and the guard [`Partition::opens_transaction`] took): if they would still open a
-    /// transaction and a marker came for the producer since the guard was taken, they are
-    /// refused with `INVALID_TXN_STATE` (KIP-890's verification guard), so a late append
+    /// [`Partition::append`] of records checked by [`Partition::opens_transaction`] (and the
+    /// coordinator): a transactional batch is refused as [`txn_refusal`] says, e.g.
+    /// `INVALID_TXN_STATE` when it would still open a transaction and a marker came for the
+    /// producer since the guard was taken (KIP-890's verification guard), so a late append
     /// cannot open a transaction the coordinator already aborted.
     ///
     /// # Errors
-    /// As [`Partition::append`], and `INVALID_TXN_STATE`.
+    /// As [`Partition::append`], `INVALID_TXN_STATE` and `CONCURRENT_TRANSACTIONS`.
     pub async fn append_verified(
         self: Arc<Self>,
         records: Bytes,
@@ -318,7 +307,8 @@ impl Partition {
             // The log owns the producer state (kafka-semantics.md §2) and records the batch
             // when it appends it.
             if let Some(batch) = &producer_batch {
-                match log.producer_state().check(batch) {
+                let guarded = matches!(guard, Verified::Guarded { .. });
+                match log.producer_state().check_verified(batch, guarded) {
                     Ok(Verdict::Append) => {}
                     // CANARY(skip-idempotent-dedupe): a retry of a batch already in the log is
                     // appended again instead of answered with its original offsets.
@@ -341,32 +331,18 @@ impl Partition {
                         return Err(super::kafka_error(error.kafka_error_code()));
                     }
                 }
-                let opens = batch.is_transactional
-                    && log
-                        .producer_state()
-                        .entry(batch.producer_id)
-                        .is_none_or(|entry| entry.current_txn_first_offset.is_none());
-                match guard {
-                    _ if !opens => {}
-                    Verified::Guarded(producer_id, guard) => {
-                        if !log.transaction_verification_holds(ProducerId(producer_id), guard) {
-                            tracing::debug!(partition = %partition.topic_partition, ?batch,
-                                "a marker came between the verification and the append");
-                            return Err(ResponseError::InvalidTxnState);
-                        }
+                // KIP-890: a transactional batch must continue the producer's transaction
+                // open here at its epoch, or have been verified (`txn_refusal`).
+                if batch.is_transactional {
+                    let open = open_epoch(log, batch.producer_id.0);
+                    let epoch = batch.producer_epoch.0;
+                    if let Some(error) =
+                        txn_refusal(epoch, open, guard, guard_holds(log, guard))
+                    {
+                        tracing::debug!(partition = %partition.topic_partition, ?batch, ?open,
+                            ?guard, ?error, "transactional batch refused");
+                        return Err(error);
                     }
-                    // The producer's transaction was open when the produce path looked, so
-                    // it asked no coordinator; a marker has closed it since, and this batch
-                    // would open a transaction nobody verified (under TV2 one the coordinator
-                    // never added, whose records would hold the LSO until the end). Kafka's
-                    // `batchMissingRequiredVerification`; answered retriable here, so the
-                    // retry is verified.
-                    Verified::WasOpen => {
-                        tracing::debug!(partition = %partition.topic_partition, ?batch,
-                            "the transaction closed between the produce's check and its append");
-                        return Err(ResponseError::ConcurrentTransactions);
-                    }
-                    Verified::NotRequired => {}
                 }
             }
             let info = log
