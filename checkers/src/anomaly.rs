@@ -57,11 +57,22 @@ pub enum AnomalyKind {
     /// Within one producer and one key, a send submitted later was acknowledged at a lower
     /// offset than one submitted earlier (a retried batch landed after a later one).
     ReorderedSend,
+    /// eos: an input record reflected by two or more committed output records.
+    EosDuplicate,
+    /// eos: an input below the group's committed offset never reflected in the committed
+    /// output, which the final read provably covered to the log end.
+    EosLost,
+    /// eos: as [`AnomalyKind::EosLost`], but the final read did not provably reach the end.
+    EosUnseen,
+    /// eos: committed output for an input at or above the group's final committed offset.
+    OffsetsNotAtomic,
+    /// eos: committed output written by an aborted transaction or a fenced producer.
+    AbortedOutputVisible,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 21] = [
+    pub const ALL: [AnomalyKind; 26] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -83,6 +94,11 @@ impl AnomalyKind {
         AnomalyKind::PartialRead,
         AnomalyKind::NonlinearizableLog,
         AnomalyKind::ReorderedSend,
+        AnomalyKind::EosDuplicate,
+        AnomalyKind::EosLost,
+        AnomalyKind::EosUnseen,
+        AnomalyKind::OffsetsNotAtomic,
+        AnomalyKind::AbortedOutputVisible,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -109,6 +125,11 @@ impl AnomalyKind {
             AnomalyKind::PartialRead => "partial-read",
             AnomalyKind::NonlinearizableLog => "nonlinearizable-log",
             AnomalyKind::ReorderedSend => "reordered-send",
+            AnomalyKind::EosDuplicate => "eos-duplicate",
+            AnomalyKind::EosLost => "eos-lost",
+            AnomalyKind::EosUnseen => "eos-unseen",
+            AnomalyKind::OffsetsNotAtomic => "offsets-not-atomic",
+            AnomalyKind::AbortedOutputVisible => "aborted-output-visible",
         }
     }
 

@@ -8,6 +8,7 @@
 //!   feed the workload's [`Checker`], apply its [`Policy`].
 //! - [`checker`]: the [`Checker`] trait (history in, [`Findings`] with witnesses out).
 //! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
+//! - [`eos`]: the exactly-once checker of the eos (consume-transform-produce) workload.
 //! - [`producer`]: the producer workload's checker (`reordered-send`, `duplicate`, send latency).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
@@ -57,14 +58,19 @@
 //! | `G2` | cycle with ≥ 2 rw edges | [`queue::cycles`] | allowed unless `snapshot_reads` |
 //! | `partial-read` | an ok read returned some of one op's records and stopped right before another (intermediate/fractured read of one write; never counted as G-single) | [`queue::cycles`] | allowed unless polls are snapshot reads (not even read_committed polls are atomic) |
 //! | `nonlinearizable-log` | no real-time order of a partition's sends and reads explains them: a send acknowledged before another was invoked sits after it, or a record was read before its send could take effect | [`queue::realtime`] | bad |
+//! | `eos-duplicate` | eos workload: an input record reflected by ≥ 2 records of the committed (read_committed final read) output | [`eos`] | eos policy: bad |
+//! | `eos-lost` | eos: an input below the group's final committed offset never reflected in the committed output, whose final read reached every partition's high watermark | [`eos`] | bad |
+//! | `eos-unseen` | eos: as `eos-lost`, but the output read did not provably reach the log end | [`eos`] | bad |
+//! | `offsets-not-atomic` | eos: an input reflected in committed output at or above the group's final committed offset (output committed without its offsets) | [`eos`] | bad |
+//! | `aborted-output-visible` | eos: committed output written by a transaction that aborted or whose producer was fenced (its op ended `fail`) | [`eos`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
 //! no ok read returned a record (nothing was checked); otherwise `valid`.
 //!
 //! Not yet covered: process/realtime edges in the dependency graph (`G0-realtime` etc.; the
-//! per-partition real-time order is checked by `nonlinearizable-log`), exactly-once and
-//! read-committed workloads.
+//! per-partition real-time order is checked by `nonlinearizable-log`), read-committed
+//! workloads.
 
 //! # Example
 //!
@@ -90,6 +96,7 @@ pub mod attribution;
 pub mod availability;
 pub mod checker;
 pub mod durability;
+pub mod eos;
 pub mod error;
 mod fxhash;
 pub mod graph;
