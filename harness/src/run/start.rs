@@ -43,7 +43,13 @@ const CLIENT_KEYS: &[&str] = &[
     "request.timeout.ms",
     "max.in.flight.requests.per.connection",
     "transaction.timeout.ms",
+    EOS_MODE_KEY,
 ];
+
+/// `--set logjam.eos=offsets-outside-transaction`: the eos workload's pipeline commits its
+/// offsets with a plain commit after the output transaction (the common mistake). A workload
+/// setting: no client or node sees it.
+pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
 
 /// The harness's client timeouts (see the module doc), applied unless `--set` gives the key.
 pub(crate) const CLIENT_DEFAULTS: &[(&str, &str)] = &[
@@ -76,8 +82,18 @@ impl Settings {
         self.client
             .iter()
             .chain(&self.client_defaults)
+            .filter(|(key, _)| key != EOS_MODE_KEY)
             .cloned()
             .collect()
+    }
+
+    /// True when `--set logjam.eos=offsets-outside-transaction` was given.
+    pub(super) fn eos_offsets_outside_transaction(&self) -> bool {
+        self.client
+            .iter()
+            .rev()
+            .find(|(key, _)| key == EOS_MODE_KEY)
+            .is_some_and(|(_, value)| value == "offsets-outside-transaction")
     }
 
     /// The consumer's share of them: `request.timeout.ms`.
