@@ -55,6 +55,7 @@ struct Txn {
     producer: Option<String>,
     offsets_in_txn: bool,
     rebalances: usize,
+    crashed: bool,
 }
 
 /// Streaming exactly-once checker.
@@ -166,6 +167,7 @@ impl EosChecker {
             producer: value.producer,
             offsets_in_txn: value.offsets_in_txn,
             rebalances: value.rebalances.len(),
+            crashed: value.crashed_after_commit,
         };
         if let Some(previous) = self.txns.insert(value.txn, txn) {
             self.warnings.push(format!(
@@ -222,7 +224,7 @@ impl EosChecker {
     fn describe_txn(&self, txn: u64) -> String {
         match self.txns.get(&txn) {
             Some(t) => format!(
-                "txn {txn} ({}{}{}{})",
+                "txn {txn} ({}{}{}{}{})",
                 t.op,
                 t.producer
                     .as_deref()
@@ -236,6 +238,11 @@ impl EosChecker {
                     format!(", {} rebalance(s) seen", t.rebalances)
                 } else {
                     String::new()
+                },
+                if t.crashed {
+                    ", the process crashed as the commit returned"
+                } else {
+                    ""
                 }
             ),
             None => format!("txn {txn} (no pipeline op recorded it)"),

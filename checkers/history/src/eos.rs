@@ -21,6 +21,7 @@
 //! | `inputs` | `[partition, offset, value]` of each input record the transaction consumed |
 //! | `offsets` | input partition → next offset committed (inside the transaction, or after it) |
 //! | `offsets_in_txn` | false when the process committed offsets with a plain commit after the transaction |
+//! | `crashed_after_commit` | the process crashed as the commit returned (before any plain offset commit) |
 //! | `records` (`eos-out`) | `[partition, offset, input partition, input offset, input value, txn]` |
 //! | `records` (`eos-in`) | `[partition, offset, value]` |
 //! | `ends` | partition → the position the final read reached (read from offset 0) |
@@ -129,6 +130,10 @@ pub struct PipelineValue {
     /// Rebalances the consumer saw during the op, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rebalances: Vec<String>,
+    /// The process crashed right after the transaction's commit returned (before a plain
+    /// offset commit, when offsets are committed outside the transaction) and restarted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crashed_after_commit: bool,
 }
 
 fn yes() -> bool {

@@ -46,6 +46,7 @@ impl Eos {
                 .collect(),
             offsets_in_txn: true,
             rebalances: Vec::new(),
+            crashed_after_commit: false,
         };
         self.b.client(
             process,

@@ -46,9 +46,10 @@ const CLIENT_KEYS: &[&str] = &[
     EOS_MODE_KEY,
 ];
 
-/// `--set logjam.eos=offsets-outside-transaction`: the eos workload's pipeline commits its
-/// offsets with a plain commit after the output transaction (the common mistake). A workload
-/// setting: no client or node sees it.
+/// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
+/// workload's pipeline commits its offsets with a plain commit after the output transaction:
+/// the common mistake), `no-crashes` (no pipeline process crashes as its commit returns).
+/// A workload setting: no client or node sees it.
 pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
 
 /// The harness's client timeouts (see the module doc), applied unless `--set` gives the key.
@@ -87,13 +88,12 @@ impl Settings {
             .collect()
     }
 
-    /// True when `--set logjam.eos=offsets-outside-transaction` was given.
-    pub(super) fn eos_offsets_outside_transaction(&self) -> bool {
+    /// True when `--set logjam.eos=...` lists `option` (comma-separated).
+    pub(super) fn eos_option(&self, option: &str) -> bool {
         self.client
             .iter()
-            .rev()
-            .find(|(key, _)| key == EOS_MODE_KEY)
-            .is_some_and(|(_, value)| value == "offsets-outside-transaction")
+            .filter(|(key, _)| key == EOS_MODE_KEY)
+            .any(|(_, value)| value.split(',').any(|v| v.trim() == option))
     }
 
     /// The consumer's share of them: `request.timeout.ms`.

@@ -87,7 +87,8 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
 }
 
 /// The eos workload with the run's settings: a pipeline group reading `eos-in` and writing
-/// `eos-out`, offsets in the transaction unless `--set logjam.eos=offsets-outside-transaction`.
+/// `eos-out`, offsets in the transaction unless `--set logjam.eos=offsets-outside-transaction`;
+/// a few pipeline ops crash their process as the commit returns unless `logjam.eos=no-crashes`.
 pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWorkload {
     let mut queue = queue(args, settings, bootstrap).settings().clone();
     if !queue
@@ -108,7 +109,12 @@ pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWo
         partitions: args.keys,
         group: "logjam-eos".to_owned(),
         transactional_id_prefix: "logjam-eos".to_owned(),
-        offsets_in_txn: !settings.eos_offsets_outside_transaction(),
+        offsets_in_txn: !settings.eos_option("offsets-outside-transaction"),
+        crash_percent: if settings.eos_option("no-crashes") {
+            0
+        } else {
+            logjam_workloads::eos::CRASH_PERCENT
+        },
         poll_timeout: Duration::from_millis(200),
         send_timeout: queue.send_timeout,
     })

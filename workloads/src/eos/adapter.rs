@@ -32,6 +32,8 @@ pub struct EosSettings {
     /// Offsets committed inside the transaction (true, exactly-once) or with a plain
     /// `commit_sync` after it (false: the common mistake).
     pub offsets_in_txn: bool,
+    /// Pipeline ops whose process crashes as the commit returns, in percent.
+    pub crash_percent: u32,
     /// One pipeline op's poll timeout.
     pub poll_timeout: Duration,
     /// Bound on each send, commit and abort.
@@ -89,12 +91,13 @@ impl Workload for EosWorkload {
             "partitions": self.settings.partitions,
             "group": self.settings.group,
             "offsets_in_txn": self.settings.offsets_in_txn,
+            "crash_percent": self.settings.crash_percent,
             "isolation_level": "read_committed",
         })
     }
 
     fn generator(&self, seed: u64) -> EosGenerator {
-        EosGenerator::new(seed, self.settings.partitions)
+        EosGenerator::new(seed, self.settings.partitions, self.settings.crash_percent)
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> EosClient {

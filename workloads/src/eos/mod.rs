@@ -51,7 +51,14 @@ pub enum EosInvocation {
     Feed(Vec<(i32, i64)>),
     /// One pipeline transaction.
     Pipeline,
+    /// One pipeline transaction, then the process crashes as the commit returns (before a
+    /// plain offset commit, in the common mistake's mode) and restarts: it leaves the group
+    /// and rejoins with fresh clients.
+    PipelineThenCrash,
 }
+
+/// Pipeline ops that crash after their commit, in percent, by default.
+pub const CRASH_PERCENT: u32 = 3;
 
 /// The seeded op source of a run: a third of the ops feed the input, the rest process it.
 #[derive(Debug)]
@@ -59,15 +66,18 @@ pub struct EosGenerator {
     rng: StdRng,
     partitions: u32,
     next_value: i64,
+    crash_percent: u32,
 }
 
 impl EosGenerator {
-    /// The generator of a run seeded with `seed`, over `partitions` input partitions.
-    pub fn new(seed: u64, partitions: u32) -> EosGenerator {
+    /// The generator of a run seeded with `seed`, over `partitions` input partitions, with
+    /// `crash_percent`% of pipeline ops crashing their process as the commit returns.
+    pub fn new(seed: u64, partitions: u32, crash_percent: u32) -> EosGenerator {
         EosGenerator {
             rng: StdRng::seed_from_u64(seed ^ 0x656f_7300),
             partitions: partitions.max(1),
             next_value: 0,
+            crash_percent: crash_percent.min(100),
         }
     }
 
@@ -82,6 +92,8 @@ impl EosGenerator {
                 })
                 .collect();
             EosInvocation::Feed(values)
+        } else if self.rng.random_range(0..100) < self.crash_percent {
+            EosInvocation::PipelineThenCrash
         } else {
             EosInvocation::Pipeline
         }
@@ -197,7 +209,8 @@ impl EosClient {
     pub async fn invoke(&mut self, op: EosInvocation) -> Result<Completion, RecordError> {
         match op {
             EosInvocation::Feed(values) => self.feed(values).await,
-            EosInvocation::Pipeline => self.pipeline().await,
+            EosInvocation::Pipeline => self.pipeline(false).await,
+            EosInvocation::PipelineThenCrash => self.pipeline(true).await,
         }
     }
 
@@ -298,7 +311,7 @@ impl EosClient {
         )
     }
 
-    async fn pipeline(&mut self) -> Result<Completion, RecordError> {
+    async fn pipeline(&mut self, crash: bool) -> Result<Completion, RecordError> {
         self.txns += 1;
         let txn = (self.process.0 << 24) | self.txns;
         self.record(
@@ -313,7 +326,7 @@ impl EosClient {
             offsets_in_txn: self.settings.offsets_in_txn,
             ..PipelineValue::default()
         };
-        let outcome = self.run(txn, &mut value).await;
+        let outcome = self.run(txn, crash, &mut value).await;
         let json = serde_json::to_value(&value).expect("plain data serializes");
         match outcome {
             Ok(()) => {
@@ -376,7 +389,12 @@ impl EosClient {
     }
 
     /// Poll, transform, produce, commit; fills `value` in as it goes.
-    async fn run(&mut self, txn: u64, value: &mut PipelineValue) -> Result<(), Failure> {
+    async fn run(
+        &mut self,
+        txn: u64,
+        crash: bool,
+        value: &mut PipelineValue,
+    ) -> Result<(), Failure> {
         self.ensure_clients().await?;
         let timeout = self.settings.send_timeout;
         let consumer = self.consumer.as_mut().expect("created");
@@ -516,6 +534,13 @@ impl EosClient {
             }
             Ok(Err(error)) => return Err(self.abort(format!("commit_transaction: {error}")).await),
         }
+        if crash {
+            // The process dies as the commit returns: whatever it had not committed yet is
+            // the next owner's to process again. It restarts with fresh clients.
+            value.crashed_after_commit = true;
+            self.reset().await;
+            return Ok(());
+        }
         if !self.settings.offsets_in_txn {
             // The common mistake: the output is committed; the offsets follow separately, and
             // whatever happens in between is processed again by whoever gets the partition.
@@ -585,7 +610,7 @@ mod tests {
             Some((input, 7))
         );
         assert_eq!(parse_output_value("1,2"), None);
-        let mut generator = EosGenerator::new(5, 4);
+        let mut generator = EosGenerator::new(5, 4, CRASH_PERCENT);
         let mut seen = std::collections::HashSet::new();
         let mut feeds = 0;
         for _ in 0..300 {
