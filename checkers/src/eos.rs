@@ -13,7 +13,8 @@
 //! | `offsets-not-atomic` | an input reflected in committed output at or above the group's committed offset for its partition, after the pipeline ended | output committed without its offsets |
 //! | `aborted-output-visible` | a committed-output record written by a transaction whose op ended `fail` (aborted, or its producer fenced) | transaction abort / fencing |
 //!
-//! Nothing read of `eos-out` ⇒ no loss claims and nothing read: the verdict is `unknown`.
+//! Nothing read of `eos-out` ⇒ no loss claims. Only output records count as records read, so
+//! a run whose committed output is empty (the pipeline processed nothing) is `unknown`.
 
 #[cfg(test)]
 mod tests;
@@ -78,6 +79,9 @@ pub struct EosChecker {
     group_offsets: Option<(GroupOffsetsValue, OpRef)>,
     /// Nemesis events: (time, what).
     faults: Vec<(u64, String)>,
+    /// Records the final read of `eos-in` returned (not counted as checked: only output
+    /// records are what the pipeline did).
+    input_records_read: u64,
 }
 
 /// The eos workload's policy: every finding fails the run.
@@ -102,6 +106,7 @@ impl EosChecker {
             output_end: None,
             group_offsets: None,
             faults: Vec::new(),
+            input_records_read: 0,
         }
     }
 
@@ -189,7 +194,7 @@ impl EosChecker {
         match EosReadValue::decode(json)? {
             EosRecords::Inputs(records) => {
                 for r in records {
-                    self.stats.ok_records_read += 1;
+                    self.input_records_read += 1;
                     self.inputs.insert((r.partition, r.offset), r.value);
                 }
             }
@@ -503,6 +508,12 @@ impl Checker for EosChecker {
         if self.read_ops.is_empty() && self.output_end.is_none() {
             self.warnings
                 .push("eos-out was never read: nothing reflected could be checked".to_owned());
+        } else if self.reflected.is_empty() {
+            self.warnings.push(format!(
+                "the committed output is empty although {} input record(s) were read: the \
+                 pipeline processed nothing, so exactly-once was not exercised",
+                self.input_records_read.max(self.inputs.len() as u64)
+            ));
         }
         self.against_offsets(&places, &mut anomalies);
         let partitions: BTreeSet<i32> = self.inputs.keys().map(|p| p.0).collect();

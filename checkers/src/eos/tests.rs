@@ -119,7 +119,7 @@ fn a_clean_pipeline_is_valid() {
     let report = h.finish(5, &[(0, 1), (1, 1), (2, 3), (3, 3)], true, 4);
     assert_eq!(report.verdict, Verdict::Valid, "{}", report.summary());
     assert!(report.anomalies.is_empty());
-    assert_eq!(report.stats.ok_records_read, 9);
+    assert_eq!(report.stats.ok_records_read, 4, "output records");
 }
 
 #[test]
@@ -129,6 +129,20 @@ fn nothing_read_is_unknown() {
     let (header, ops) = std::mem::replace(&mut h.b, HistoryBuilder::new("eos")).build();
     let report = check_ops(&header, ops).unwrap();
     assert_eq!(report.verdict, Verdict::Unknown, "{}", report.summary());
+}
+
+#[test]
+fn a_pipeline_that_processed_nothing_is_unknown() {
+    let mut h = Eos::new();
+    h.pipeline(1, 1, &[], OpType::Ok);
+    let report = h.finish(3, &[], true, 0);
+    assert_eq!(report.verdict, Verdict::Unknown, "{}", report.summary());
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("processed nothing"))
+    );
 }
 
 #[test]
