@@ -115,6 +115,7 @@ pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWo
         } else {
             logjam_workloads::eos::CRASH_PERCENT
         },
+        members: args.keys.clamp(1, args.concurrency.max(1)),
         poll_timeout: Duration::from_millis(200),
         send_timeout: queue.send_timeout,
     })

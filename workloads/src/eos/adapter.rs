@@ -8,7 +8,7 @@ use std::time::Duration;
 use logjam_history::{Function, ProcessId};
 
 use super::final_reads::FinalReader;
-use super::{EosClient, EosGenerator, EosInvocation};
+use super::{EosClient, EosGenerator, EosInvocation, Members};
 use crate::recorder::{RecordError, Recorder};
 use crate::workload::{TopicSpec, Workload};
 
@@ -32,6 +32,8 @@ pub struct EosSettings {
     /// Offsets committed inside the transaction (true, exactly-once) or with a plain
     /// `commit_sync` after it (false: the common mistake).
     pub offsets_in_txn: bool,
+    /// Members of the pipeline's group (see [`super::Members`]).
+    pub members: u32,
     /// Pipeline ops whose process crashes as the commit returns, in percent.
     pub crash_percent: u32,
     /// One pipeline op's poll timeout.
@@ -44,12 +46,14 @@ pub struct EosSettings {
 #[derive(Debug)]
 pub struct EosWorkload {
     settings: Arc<EosSettings>,
+    members: Arc<Members>,
 }
 
 impl EosWorkload {
     /// The workload for `settings`.
     pub fn new(settings: EosSettings) -> EosWorkload {
         EosWorkload {
+            members: Arc::new(Members::new(settings.members)),
             settings: Arc::new(settings),
         }
     }
@@ -92,6 +96,7 @@ impl Workload for EosWorkload {
             "group": self.settings.group,
             "offsets_in_txn": self.settings.offsets_in_txn,
             "crash_percent": self.settings.crash_percent,
+            "members": self.settings.members,
             "isolation_level": "read_committed",
         })
     }
@@ -101,7 +106,12 @@ impl Workload for EosWorkload {
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> EosClient {
-        EosClient::new(process, self.settings.clone(), recorder.clone())
+        EosClient::new(
+            process,
+            self.settings.clone(),
+            recorder.clone(),
+            self.members.clone(),
+        )
     }
 
     async fn final_phase(

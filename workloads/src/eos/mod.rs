@@ -8,10 +8,14 @@
 //! `logjam_history::eos`. The final phase (`final.rs`) reads `eos-out` read_committed to its
 //! high watermark, the group's committed offsets, and `eos-in`.
 //!
-//! Outcomes: `ok` committed; `fail` aborted (the process then drops its consumer and producer
-//! and rejoins, so its next op starts from the group's committed offsets, as an application
-//! restarts its pipeline after an abort); `info` when the commit's outcome is unknown (the
-//! harness retires the process).
+//! The group's members are a fixed pool ([`Members`], one per partition up to the run's
+//! concurrency, as Kafka Streams' threads): each pipeline op borrows one (`fail` "every
+//! pipeline member is busy" when none is free within a second).
+//!
+//! Outcomes: `ok` committed; `fail` aborted (the member is closed, leaving the group, and its
+//! slot starts afresh, so the next op on it rejoins and reads from the group's committed
+//! offsets, as an application restarts its pipeline after an abort); `info` when the commit's
+//! outcome is unknown (the harness retires the process, which closes its member).
 //!
 //! `offsets_in_txn = false` is the common mistake (`--set logjam.eos=offsets-outside-transaction`):
 //! offsets are committed with a plain `commit_sync` after the transaction, so a failure or a
@@ -149,13 +153,73 @@ impl Failure {
     }
 }
 
-/// One eos process: an idempotent feeder, a group consumer and a transactional producer.
+/// One member slot of the pipeline's group.
+enum Slot {
+    /// No member: the next op to take the slot creates one (joins, InitProducerId).
+    Fresh,
+    /// A member between ops: its consumer and transactional producer.
+    Idle(Box<(Consumer, Producer)>),
+    /// An op is running on it.
+    Busy,
+}
+
+/// The pipeline's group members, shared by the run's processes: a fixed number of members
+/// (Kafka Streams' stream threads), each op borrowing one. Without the pool every fresh
+/// harness process would join the group and its idle close leave it again, so the group
+/// rebalanced without pause and, under faults, never settled long enough to process anything.
+/// A member whose op failed or crashed is closed and its slot started afresh (same
+/// `transactional.id`, so the new producer fences the old one).
+pub struct Members {
+    slots: std::sync::Mutex<Vec<Slot>>,
+}
+
+impl std::fmt::Debug for Members {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Members").finish_non_exhaustive()
+    }
+}
+
+impl Members {
+    /// `count` empty slots (at least one).
+    pub fn new(count: u32) -> Members {
+        Members {
+            slots: std::sync::Mutex::new((0..count.max(1)).map(|_| Slot::Fresh).collect()),
+        }
+    }
+
+    /// An idle member, else a fresh slot; `None` when every slot is busy.
+    fn checkout(&self) -> Option<(usize, Option<(Consumer, Producer)>)> {
+        let mut slots = self.slots.lock().expect("members");
+        if let Some(i) = slots.iter().position(|s| matches!(s, Slot::Idle(_))) {
+            let Slot::Idle(clients) = std::mem::replace(&mut slots[i], Slot::Busy) else {
+                unreachable!("just found idle");
+            };
+            return Some((i, Some(*clients)));
+        }
+        let i = slots.iter().position(|s| matches!(s, Slot::Fresh))?;
+        slots[i] = Slot::Busy;
+        Some((i, None))
+    }
+
+    fn checkin(&self, slot: usize, clients: Option<(Consumer, Producer)>) {
+        let mut slots = self.slots.lock().expect("members");
+        slots[slot] = match clients {
+            Some(clients) => Slot::Idle(Box::new(clients)),
+            None => Slot::Fresh,
+        };
+    }
+}
+
+/// One eos process: an idempotent feeder, and while a pipeline op runs, a member of the
+/// pipeline's group borrowed from [`Members`].
 pub struct EosClient {
     process: ProcessId,
     settings: Arc<EosSettings>,
     recorder: Arc<Recorder>,
+    members: Arc<Members>,
     feeder: Option<Producer>,
     feed_seq: u64,
+    slot: Option<usize>,
     consumer: Option<Consumer>,
     producer: Option<Producer>,
     txns: u64,
@@ -171,13 +235,20 @@ impl std::fmt::Debug for EosClient {
 
 impl EosClient {
     /// A fresh process; it connects on its first op.
-    pub fn new(process: ProcessId, settings: Arc<EosSettings>, recorder: Arc<Recorder>) -> Self {
+    pub fn new(
+        process: ProcessId,
+        settings: Arc<EosSettings>,
+        recorder: Arc<Recorder>,
+        members: Arc<Members>,
+    ) -> Self {
         EosClient {
             process,
             settings,
             recorder,
+            members,
             feeder: None,
             feed_seq: 0,
+            slot: None,
             consumer: None,
             producer: None,
             txns: 0,
@@ -307,13 +378,55 @@ impl EosClient {
     fn transactional_id(&self) -> String {
         format!(
             "{}-{}",
-            self.settings.transactional_id_prefix, self.process.0
+            self.settings.transactional_id_prefix,
+            self.slot.unwrap_or_default()
         )
+    }
+
+    /// Borrows a member, waiting up to a second for one to be free.
+    async fn checkout(&mut self) -> bool {
+        let give_up = Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            if let Some((slot, clients)) = self.members.checkout() {
+                self.slot = Some(slot);
+                if let Some((consumer, producer)) = clients {
+                    self.consumer = Some(consumer);
+                    self.producer = Some(producer);
+                }
+                return true;
+            }
+            if Instant::now() >= give_up {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Returns the borrowed member to the pool (closed and started afresh when incomplete).
+    async fn checkin(&mut self) {
+        match (self.consumer.take(), self.producer.take(), self.slot.take()) {
+            (Some(consumer), Some(producer), Some(slot)) => {
+                self.members.checkin(slot, Some((consumer, producer)));
+            }
+            (consumer, producer, slot) => {
+                self.consumer = consumer;
+                self.producer = producer;
+                self.slot = slot;
+                self.reset().await;
+            }
+        }
     }
 
     async fn pipeline(&mut self, crash: bool) -> Result<Completion, RecordError> {
         self.txns += 1;
         let txn = (self.process.0 << 24) | self.txns;
+        if !self.checkout().await {
+            let invoke = serde_json::json!({ "txn": txn });
+            self.record(OpType::Invoke, Function::Pipeline, invoke.clone(), None)?;
+            let error = "every pipeline member is busy".to_owned();
+            self.record(OpType::Fail, Function::Pipeline, invoke, Some(error))?;
+            return Ok(Completion::Fail);
+        }
         self.record(
             OpType::Invoke,
             Function::Pipeline,
@@ -330,6 +443,7 @@ impl EosClient {
         let json = serde_json::to_value(&value).expect("plain data serializes");
         match outcome {
             Ok(()) => {
+                self.checkin().await;
                 self.record(OpType::Ok, Function::Pipeline, json, None)?;
                 Ok(Completion::Ok)
             }
@@ -356,6 +470,9 @@ impl EosClient {
         }
         if let Some(producer) = self.producer.take() {
             producer.close().await;
+        }
+        if let Some(slot) = self.slot.take() {
+            self.members.checkin(slot, None);
         }
     }
 
