@@ -151,7 +151,7 @@ fn generate(records: i64, path: &Path) {
             let next = inputs.last().map_or(0, |i| i.offset + 1);
             for attempt in 0..2 {
                 txn += 1;
-                let aborted = attempt == 0 && txn % 100 == 0;
+                let aborted = attempt == 0 && txn.is_multiple_of(100);
                 let value = PipelineValue {
                     txn,
                     producer: Some(format!("eos-{}", txn % PROCESSES)),
@@ -182,7 +182,7 @@ fn generate(records: i64, path: &Path) {
                     break;
                 }
             }
-            if txn % 5000 == 0 {
+            if txn.is_multiple_of(5000) {
                 out.op(
                     Process::Nemesis,
                     OpType::Info,

@@ -664,7 +664,7 @@ impl EosClient {
             let consumer = self.consumer.as_mut().expect("created");
             if let Err(error) = tokio::time::timeout(timeout, consumer.commit_sync())
                 .await
-                .unwrap_or_else(|_| Err(logjam_client::error::Error::Closed))
+                .unwrap_or(Err(logjam_client::error::Error::Closed))
             {
                 value
                     .rebalances
