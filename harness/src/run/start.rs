@@ -48,7 +48,8 @@ const CLIENT_KEYS: &[&str] = &[
 
 /// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
 /// workload's pipeline commits its offsets with a plain commit after the output transaction:
-/// the common mistake), `no-crashes` (no pipeline process crashes as its commit returns).
+/// the common mistake), `no-crashes` (no pipeline process crashes as its commit returns),
+/// `member-per-process` (every harness process is its own group member: constant churn).
 /// A workload setting: no client or node sees it.
 pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
 

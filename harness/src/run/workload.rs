@@ -116,6 +116,7 @@ pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWo
             logjam_workloads::eos::CRASH_PERCENT
         },
         members: args.keys.clamp(1, args.concurrency.max(1)),
+        member_per_process: settings.eos_option("member-per-process"),
         poll_timeout: Duration::from_millis(200),
         send_timeout: queue.send_timeout,
     })

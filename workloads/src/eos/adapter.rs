@@ -34,6 +34,9 @@ pub struct EosSettings {
     pub offsets_in_txn: bool,
     /// Members of the pipeline's group (see [`super::Members`]).
     pub members: u32,
+    /// Every harness process is its own group member instead (joining at its first op and
+    /// leaving when the harness closes it after 2 s idle): a group in constant churn.
+    pub member_per_process: bool,
     /// Pipeline ops whose process crashes as the commit returns, in percent.
     pub crash_percent: u32,
     /// One pipeline op's poll timeout.
@@ -97,6 +100,7 @@ impl Workload for EosWorkload {
             "offsets_in_txn": self.settings.offsets_in_txn,
             "crash_percent": self.settings.crash_percent,
             "members": self.settings.members,
+            "member_per_process": self.settings.member_per_process,
             "isolation_level": "read_committed",
         })
     }

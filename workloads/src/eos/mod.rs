@@ -383,8 +383,13 @@ impl EosClient {
         )
     }
 
-    /// Borrows a member, waiting up to a second for one to be free.
+    /// Borrows a member, waiting up to a second for one to be free. With
+    /// `member_per_process` the process keeps its own member instead (slot = process id).
     async fn checkout(&mut self) -> bool {
+        if self.settings.member_per_process {
+            self.slot = Some(self.process.0 as usize);
+            return true;
+        }
         let give_up = Instant::now() + std::time::Duration::from_secs(1);
         loop {
             if let Some((slot, clients)) = self.members.checkout() {
@@ -404,6 +409,12 @@ impl EosClient {
 
     /// Returns the borrowed member to the pool (closed and started afresh when incomplete).
     async fn checkin(&mut self) {
+        if self.settings.member_per_process {
+            if self.consumer.is_none() || self.producer.is_none() {
+                self.reset().await;
+            }
+            return;
+        }
         match (self.consumer.take(), self.producer.take(), self.slot.take()) {
             (Some(consumer), Some(producer), Some(slot)) => {
                 self.members.checkin(slot, Some((consumer, producer)));
@@ -471,7 +482,9 @@ impl EosClient {
         if let Some(producer) = self.producer.take() {
             producer.close().await;
         }
-        if let Some(slot) = self.slot.take() {
+        if let Some(slot) = self.slot.take()
+            && !self.settings.member_per_process
+        {
             self.members.checkin(slot, None);
         }
     }
