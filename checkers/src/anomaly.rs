@@ -69,11 +69,22 @@ pub enum AnomalyKind {
     /// A read_committed poll returned a record of a transaction that had not even begun when
     /// the poll completed (G1b: its commit cannot have happened yet).
     IntermediateRead,
+    /// eos: an input record reflected by two or more committed output records.
+    EosDuplicate,
+    /// eos: an input below the group's committed offset never reflected in the committed
+    /// output, which the final read provably covered to the log end.
+    EosLost,
+    /// eos: as [`AnomalyKind::EosLost`], but the final read did not provably reach the end.
+    EosUnseen,
+    /// eos: committed output for an input at or above the group's final committed offset.
+    OffsetsNotAtomic,
+    /// eos: committed output written by an aborted transaction or a fenced producer.
+    AbortedOutputVisible,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 25] = [
+    pub const ALL: [AnomalyKind; 30] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -99,6 +110,11 @@ impl AnomalyKind {
         AnomalyKind::ReadAboveLso,
         AnomalyKind::FracturedRead,
         AnomalyKind::IntermediateRead,
+        AnomalyKind::EosDuplicate,
+        AnomalyKind::EosLost,
+        AnomalyKind::EosUnseen,
+        AnomalyKind::OffsetsNotAtomic,
+        AnomalyKind::AbortedOutputVisible,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -129,6 +145,11 @@ impl AnomalyKind {
             AnomalyKind::ReadAboveLso => "read-above-lso",
             AnomalyKind::FracturedRead => "fractured-read",
             AnomalyKind::IntermediateRead => "intermediate-read",
+            AnomalyKind::EosDuplicate => "eos-duplicate",
+            AnomalyKind::EosLost => "eos-lost",
+            AnomalyKind::EosUnseen => "eos-unseen",
+            AnomalyKind::OffsetsNotAtomic => "offsets-not-atomic",
+            AnomalyKind::AbortedOutputVisible => "aborted-output-visible",
         }
     }
 

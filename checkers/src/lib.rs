@@ -8,6 +8,7 @@
 //!   feed the workload's [`Checker`], apply its [`Policy`].
 //! - [`checker`]: the [`Checker`] trait (history in, [`Findings`] with witnesses out).
 //! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
+//! - [`eos`]: the exactly-once checker of the eos (consume-transform-produce) workload.
 //! - [`producer`]: the producer workload's checker (`reordered-send`, `duplicate`, send latency).
 //! - [`queue`]: the queue checker; one module per anomaly family (table below) over a compact
 //!   index of the history (`queue::index`, private).
@@ -63,6 +64,11 @@
 //! | `lso-regression` | one process's read_committed answers for a partition in one leader epoch: a later one with a lower LSO (across epochs only counted: `lso_drops_across_epochs`) | [`read_committed::lso`] | bad |
 //! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (visible on one partition, not yet stable on another: only counted, `cross_partition_partial`) | [`read_committed::fractured`] | bad |
 //! | `intermediate-read` (G1b) | a read_committed poll returned a record of a transaction whose op was invoked only after the poll completed (its commit cannot have happened) | [`read_committed::intermediate`] | bad |
+//! | `eos-duplicate` | eos workload: an input record reflected by ≥ 2 records of the committed (read_committed final read) output | [`eos`] | eos policy: bad |
+//! | `eos-lost` | eos: an input below the group's final committed offset never reflected in the committed output, whose final read reached every partition's high watermark | [`eos`] | bad |
+//! | `eos-unseen` | eos: as `eos-lost`, but the output read did not provably reach the log end | [`eos`] | bad |
+//! | `offsets-not-atomic` | eos: an input reflected in committed output at or above the group's final committed offset (output committed without its offsets) | [`eos`] | bad |
+//! | `aborted-output-visible` | eos: committed output written by a transaction that aborted or whose producer was fenced (its op ended `fail`) | [`eos`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
@@ -73,7 +79,7 @@
 //! (`stats.read_committed.polls_checked` 0).
 //!
 //! Not yet covered: process/realtime edges in the dependency graph (`G0-realtime` etc.; the
-//! per-partition real-time order is checked by `nonlinearizable-log`), exactly-once.
+//! per-partition real-time order is checked by `nonlinearizable-log`).
 
 //! # Example
 //!
@@ -99,6 +105,7 @@ pub mod attribution;
 pub mod availability;
 pub mod checker;
 pub mod durability;
+pub mod eos;
 pub mod error;
 mod fxhash;
 pub mod graph;

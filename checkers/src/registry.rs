@@ -1,12 +1,13 @@
 //! Which checkers and which policy each workload gets. A workload registers its name, the
 //! client functions its histories may hold (its op schema), a constructor for its
 //! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
-//! matching on names. `queue`, `txn` and `producer` are built in; `eos` and `group` register
-//! the same way when they exist.
+//! matching on names. `queue`, `txn`, `producer` and `eos` are built in; `group` registers
+//! the same way when it exists.
 
 use logjam_history::{Function, Header};
 
 use crate::checker::{Checker, Findings};
+use crate::eos::EosChecker;
 use crate::policy::{Policy, QueueOptions};
 use crate::producer::ProducerChecker;
 use crate::queue::QueueChecker;
@@ -77,8 +78,22 @@ fn producer_policy(_header: &Header, _findings: &Findings) -> Policy {
     Policy::producer()
 }
 
+/// The eos workload's client functions: the input preload, the pipeline transactions, then
+/// the final reads (`logjam_history::eos`).
+const EOS_FUNCTIONS: &[Function] = &[
+    Function::Produce,
+    Function::Pipeline,
+    Function::EosRead,
+    Function::LogEnd,
+    Function::GroupOffsets,
+];
+
+fn eos_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(EosChecker::new(header))
+}
+
 impl Registry {
-    /// The workloads logjam ships: `queue`, `txn` and `producer`.
+    /// The workloads logjam ships: `queue`, `txn`, `producer` and `eos`.
     pub fn builtin() -> Registry {
         Registry {
             workloads: vec![
@@ -102,6 +117,12 @@ impl Registry {
                     functions: PRODUCER_FUNCTIONS,
                     checker: producer_checker,
                     policy: producer_policy,
+                },
+                WorkloadSpec {
+                    name: "eos",
+                    functions: EOS_FUNCTIONS,
+                    checker: eos_checker,
+                    policy: crate::eos::policy,
                 },
             ],
         }

@@ -93,6 +93,11 @@ pub enum WorkloadName {
     /// Jepsen's queue in its transactional mode: transactions of sends and read_committed
     /// polls, committed or aborted on purpose.
     Txn,
+    /// A consume-transform-produce pipeline with exactly-once: an idempotent producer fills
+    /// `eos-in`, pipeline processes in one group write one `eos-out` record per input and
+    /// commit their offsets in the same transaction (`--set logjam.eos=offsets-outside-transaction`
+    /// commits them after it instead: the common mistake).
+    Eos,
 }
 
 impl WorkloadName {
@@ -102,6 +107,7 @@ impl WorkloadName {
             WorkloadName::Queue => "queue",
             WorkloadName::Producer => "producer",
             WorkloadName::Txn => "txn",
+            WorkloadName::Eos => "eos",
         }
     }
 }

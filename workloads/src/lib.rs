@@ -12,6 +12,8 @@
 //!   read_committed polls, committed or aborted on purpose.
 //! - [`producer`]: one batching producer per process, many sends in flight, each send's
 //!   order of submission and outcome recorded (`produce`), final reads.
+//! - [`eos`]: a consume-transform-produce pipeline in one consumer group (`pipeline` ops,
+//!   offsets committed in the output's transaction), final reads of output, offsets, input.
 //!
 //! ```text
 //!  QueueGenerator ──Invocation──▶ QueueClient ──logjam-client──▶ cluster
@@ -20,6 +22,7 @@
 //!                                 Recorder ──▶ history.jsonl ──▶ logjam-checkers
 //! ```
 
+pub mod eos;
 pub mod producer;
 pub mod queue;
 pub mod recorder;

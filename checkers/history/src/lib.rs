@@ -124,6 +124,7 @@
 //! ```
 
 pub mod builder;
+pub mod eos;
 pub mod header;
 pub mod ids;
 pub mod nemesis;
@@ -134,6 +135,10 @@ pub mod reader;
 pub mod writer;
 
 pub use builder::HistoryBuilder;
+pub use eos::{
+    EosEndValue, EosReadValue, EosRecords, GroupOffsetsValue, InputRecord, OutputRecord,
+    PipelineValue,
+};
 pub use header::{Header, SCHEMA_VERSION, TopicPartition};
 pub use ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
 pub use nemesis::{LEADER_CHANGE, LeadershipChange, NemesisValue};

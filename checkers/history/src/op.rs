@@ -66,6 +66,13 @@ pub enum Function {
     /// The producer workload's op: several sends submitted to one batching producer, each with
     /// its order of submission and its own outcome (`{"sends": [...]}`, see [`crate::produce`]).
     Produce,
+    /// The eos workload's pipeline transaction: poll, produce one output per input, commit
+    /// the input offsets (see [`crate::eos`]).
+    Pipeline,
+    /// A batch of the eos workload's final reads of `eos-in` or `eos-out` (see [`crate::eos`]).
+    EosRead,
+    /// The eos workload's final fetch of the group's committed offsets (see [`crate::eos`]).
+    GroupOffsets,
     /// Nemesis: cut the network.
     Partition,
     /// Nemesis: remove every network partition.
@@ -95,6 +102,9 @@ impl Function {
             Function::Crash => "crash",
             Function::LogEnd => "log-end",
             Function::Produce => "produce",
+            Function::Pipeline => "pipeline",
+            Function::EosRead => "eos-read",
+            Function::GroupOffsets => "group-offsets",
             Function::Partition => "partition",
             Function::Heal => "heal",
             Function::Kill => "kill",
@@ -117,6 +127,9 @@ impl Function {
             "crash" => Function::Crash,
             "log-end" => Function::LogEnd,
             "produce" => Function::Produce,
+            "pipeline" => Function::Pipeline,
+            "eos-read" => Function::EosRead,
+            "group-offsets" => Function::GroupOffsets,
             "partition" => Function::Partition,
             "heal" => Function::Heal,
             "kill" => Function::Kill,

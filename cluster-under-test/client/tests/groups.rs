@@ -310,3 +310,34 @@ async fn cooperative_sticky_keeps_partitions_that_do_not_move() {
     a.stop().await;
     b.stop().await;
 }
+
+/// `committed` reads the group's offsets through OffsetFetch without joining the group:
+/// nothing before any commit, then exactly the positions a member committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_reads_the_groups_offsets_without_joining() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "fetched", 2, 40).await;
+    let partitions: Vec<TopicPartition> = all("fetched", 2).into_iter().collect();
+    let mut reader = consumer(&node, "g-fetched", &[("enable.auto.commit", "false")]);
+    reader.subscribe(["fetched"]).unwrap();
+    assert!(reader.committed(&partitions).await.unwrap().is_empty());
+    let member = Member::start(
+        consumer(&node, "g-fetched", &[("enable.auto.commit", "false")]),
+        "fetched",
+    );
+    wait_for("the member read everything", 30, || {
+        member.seen.lock().unwrap().records.len() >= 40
+    })
+    .await;
+    let (mut consumer, _) = member.stop().await;
+    consumer.commit_sync().await.unwrap();
+    let committed = reader.committed(&partitions).await.unwrap();
+    let offsets: Vec<i64> = partitions.iter().map(|tp| committed[tp].0).collect();
+    assert_eq!(offsets, vec![20, 20], "{committed:?}");
+    assert!(
+        reader.group_generation().is_none(),
+        "the reader never joined"
+    );
+    consumer.close().await.unwrap();
+}

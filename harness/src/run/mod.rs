@@ -244,6 +244,13 @@ fn drive_and_check(
                     )
                     .await
                 }
+                WorkloadName::Eos => {
+                    let eos = workload::eos(args, settings, &bootstrap);
+                    workload::drive(
+                        args, eos, seed, &mut lab, run_dir, settings, faults, script, started,
+                    )
+                    .await
+                }
             }
         };
         tokio::select! {

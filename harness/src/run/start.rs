@@ -43,7 +43,15 @@ const CLIENT_KEYS: &[&str] = &[
     "request.timeout.ms",
     "max.in.flight.requests.per.connection",
     "transaction.timeout.ms",
+    EOS_MODE_KEY,
 ];
+
+/// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
+/// workload's pipeline commits its offsets with a plain commit after the output transaction:
+/// the common mistake), `no-crashes` (no pipeline process crashes as its commit returns),
+/// `member-per-process` (every harness process is its own group member: constant churn).
+/// A workload setting: no client or node sees it.
+pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
 
 /// The harness's client timeouts (see the module doc), applied unless `--set` gives the key.
 pub(crate) const CLIENT_DEFAULTS: &[(&str, &str)] = &[
@@ -76,8 +84,17 @@ impl Settings {
         self.client
             .iter()
             .chain(&self.client_defaults)
+            .filter(|(key, _)| key != EOS_MODE_KEY)
             .cloned()
             .collect()
+    }
+
+    /// True when `--set logjam.eos=...` lists `option` (comma-separated).
+    pub(super) fn eos_option(&self, option: &str) -> bool {
+        self.client
+            .iter()
+            .filter(|(key, _)| key == EOS_MODE_KEY)
+            .any(|(_, value)| value.split(',').any(|v| v.trim() == option))
     }
 
     /// The consumer's share of them: `request.timeout.ms`.

@@ -1,4 +1,4 @@
-//! The workload phase of a run, inside the runtime: builds the workload (queue, txn or producer) from
+//! The workload phase of a run, inside the runtime: builds the workload (queue, txn, eos or producer) from
 //! the run's settings, opens the history, and then, until the time limit, lets the schedule
 //! hand ops to client processes while the nemesis injects and undoes faults and the watcher
 //! records leader changes; heals everything, waits for the schedule's open ops, waits for the
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use logjam_history::{Header, ProcessId};
+use logjam_workloads::eos::{EosSettings, EosWorkload};
 use logjam_workloads::producer::{ProducerSettings, ProducerWorkload};
 use logjam_workloads::queue::{QueueSettings, QueueWorkload};
 use logjam_workloads::recorder::Recorder;
@@ -82,6 +83,42 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
         queue,
         transactional_id_prefix: "logjam-txn".to_owned(),
         abort_percent: TXN_ABORT_PERCENT,
+    })
+}
+
+/// The eos workload with the run's settings: a pipeline group reading `eos-in` and writing
+/// `eos-out`, offsets in the transaction unless `--set logjam.eos=offsets-outside-transaction`;
+/// a few pipeline ops crash their process as the commit returns unless `logjam.eos=no-crashes`.
+pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWorkload {
+    let mut queue = queue(args, settings, bootstrap).settings().clone();
+    if !queue
+        .producer
+        .iter()
+        .any(|(key, _)| key == "transaction.timeout.ms")
+    {
+        queue.producer.push((
+            "transaction.timeout.ms".to_owned(),
+            TXN_TIMEOUT_MS.to_owned(),
+        ));
+    }
+    EosWorkload::new(EosSettings {
+        producer: queue.producer,
+        consumer: queue.consumer,
+        input_topic: "eos-in".to_owned(),
+        output_topic: "eos-out".to_owned(),
+        partitions: args.keys,
+        group: "logjam-eos".to_owned(),
+        transactional_id_prefix: "logjam-eos".to_owned(),
+        offsets_in_txn: !settings.eos_option("offsets-outside-transaction"),
+        crash_percent: if settings.eos_option("no-crashes") {
+            0
+        } else {
+            logjam_workloads::eos::CRASH_PERCENT
+        },
+        members: args.keys.clamp(1, args.concurrency.max(1)),
+        member_per_process: settings.eos_option("member-per-process"),
+        poll_timeout: Duration::from_millis(200),
+        send_timeout: queue.send_timeout,
     })
 }
 

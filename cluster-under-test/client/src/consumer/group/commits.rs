@@ -2,6 +2,8 @@
 //! `commit_async`, auto-commit on its interval, and `close` (a last commit, then LeaveGroup
 //! for a dynamic member only: a static member's place waits for it, as in Java).
 
+use std::collections::BTreeMap;
+
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -10,7 +12,7 @@ use super::membership::{CLOSE_REASON, Reaction, RebalanceCause, codes};
 use super::offsets::{self, Offsets};
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
-use crate::ids::TopicPartition;
+use crate::ids::{Offset, TopicPartition};
 
 impl Consumer {
     pub(super) async fn maybe_auto_commit(&mut self) {
@@ -76,6 +78,35 @@ impl Consumer {
                 Err(error)
             }
         }
+    }
+
+    /// The group's committed offsets of `partitions` (Java's `committed`): OffsetFetch with
+    /// `require_stable`, so offsets of a pending transaction are waited for, not returned.
+    /// Needs `subscribe` (for the group id) but not a join: any process can read them.
+    /// A partition with nothing committed is absent.
+    ///
+    /// # Errors
+    /// Not subscribed; the coordinator cannot be found; OffsetFetch errors.
+    pub async fn committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, Offset>> {
+        let connection = self.group_coordinator().await?;
+        let group = self.group.as_ref().ok_or(Error::Closed)?;
+        let fetched = offsets::fetch_committed(
+            &connection,
+            &group.group_id,
+            partitions,
+            self.config.request_timeout,
+            self.config.retry_backoff,
+        )
+        .await;
+        if fetched.is_err()
+            && let Some(group) = self.group.as_mut()
+        {
+            group.coordinator = None;
+        }
+        fetched
     }
 
     /// Commits the current positions in the background; the handle answers as `commit_sync`
