@@ -5,8 +5,9 @@
 //! runs over it. The txn workload runs it beside the queue checker ([`TxnChecker`]), which
 //! already reports G1a (`aborted-read`) and `precommitted-read`; they are not repeated here.
 //!
-//! - [`lso`]: `read-above-lso` (a record returned at or above the LSO of the answer that
-//!   returned it) and `lso-regression` (one process's successive answers for a partition in
+//! - [`lso`]: `read-above-lso` (a record returned at or above the LSO of the same process's
+//!   next answer for the partition in the same leader epoch, which bounds the LSO the leader
+//!   read under) and `lso-regression` (one process's successive answers for a partition in
 //!   one leader epoch with a lower LSO; the LSO is the leader's state, so across leader
 //!   epochs it may go back and is only counted).
 //! - [`fractured`]: `fractured-read`: a poll returned some records of transaction T on
@@ -49,6 +50,11 @@ pub struct ReadCommittedStats {
     /// Times one process saw a partition's LSO lower than before in a later leader epoch
     /// (allowed: a new leader's LSO may start behind the old one's).
     pub lso_drops_across_epochs: u64,
+    /// Records returned at or above the LSO their own answer reported but below the LSO of
+    /// the process's next answer in the same leader epoch (allowed: the broker captures the
+    /// LSO it reports before it reads, and the LSO may move in between), or with no later
+    /// answer to bound the read.
+    pub lso_capture_races: u64,
     /// (poll, transaction) pairs where a poll returned the transaction's records on one
     /// partition while its answer for another partition put the transaction's record there
     /// at or above the LSO (allowed: markers land per partition, no cross-partition

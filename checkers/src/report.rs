@@ -198,12 +198,13 @@ impl Report {
         if let Some(rc) = &self.stats.read_committed {
             let _ = writeln!(
                 s,
-                "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} times a transaction was visible on one partition and not yet stable on another (both allowed)",
+                "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} records past their answer's LSO but not the next one's (the LSO moved while the leader read), {} times a transaction was visible on one partition and not yet stable on another (all allowed)",
                 rc.polls_checked,
                 rc.lsos_seen,
                 rc.leader_epochs_seen,
                 rc.records_checked,
                 rc.lso_drops_across_epochs,
+                rc.lso_capture_races,
                 rc.cross_partition_partial
             );
         }

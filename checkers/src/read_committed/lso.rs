@@ -1,10 +1,16 @@
 //! `read-above-lso` and `lso-regression`.
 //!
-//! - **read-above-lso**: a read_committed Fetch answer holds data only below its last stable
-//!   offset (KIP-98: the broker reads a read_committed fetch up to the LSO), and the records a
-//!   poll returns for a key come from its last answer for that key (earlier rounds of the
-//!   same poll returned nothing at all), whose LSO the poll records. A returned record at or
-//!   above that LSO is an uncommitted (or not yet replicated) record handed out.
+//! - **read-above-lso**: a read_committed Fetch answer holds data only below the last stable
+//!   offset at the moment the leader read its log (KIP-98), and the records a poll returns for
+//!   a key come from its last answer for that key (earlier rounds of the same poll returned
+//!   nothing at all). The LSO the answer *reports* is captured before that read (Kafka's
+//!   `Partition.readRecords` takes `initialLastStableOffset` before `localLog.read`, which is
+//!   bounded by the LSO at read time), so a record at or above the reported LSO may be
+//!   legitimate: the LSO moved between the two. The proof uses the same process's next answer
+//!   for the key in the same leader epoch instead: it was captured after this read, and one
+//!   leader's LSO never goes back, so it bounds the read-time LSO from above. A returned
+//!   record at or above *that* LSO was handed out above the LSO; one only above its own
+//!   answer's LSO is counted ([`super::ReadCommittedStats::lso_capture_races`]).
 //! - **lso-regression**: the LSO is `min(high watermark, first offset of any open
 //!   transaction)` on the partition's leader. Within one leader epoch the leader is one
 //!   process whose high watermark only grows and whose new transactions begin at its log end,
@@ -17,38 +23,35 @@ use std::collections::BTreeMap;
 
 use logjam_history::{Key, Offset, ProcessId};
 
-use super::{RcIndex, ReadCommittedStats};
+use logjam_history::Record;
+
+use super::{PollRead, RcIndex, ReadCommittedStats};
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
 
 /// Reports both kinds.
 pub(crate) fn check(index: &RcIndex, stats: &mut ReadCommittedStats, out: &mut Anomalies) {
-    for poll in &index.polls {
+    // Walking backwards: (process, key) → the next answer's (epoch, LSO, poll).
+    let mut next: BTreeMap<(ProcessId, Key), (i32, Offset, usize)> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (i, poll) in index.polls.iter().enumerate().rev() {
+        let process = index.op(poll.op).process;
+        let later = next.insert((process, poll.key), (poll.fetch.epoch, poll.fetch.lso, i));
         for record in &poll.records {
-            if record.offset >= poll.fetch.lso {
-                let op = &index.op(poll.op).op_ref;
-                let mut anomaly = Anomaly::new(
-                    AnomalyKind::ReadAboveLso,
-                    Some(poll.key),
-                    format!(
-                        "op {} (process {}) polled key {} read_committed and got value {} at \
-                         offset {}, but the leader's answer (epoch {}) gave last stable offset \
-                         {}: records at or above the LSO may belong to open transactions and \
-                         must not be returned",
-                        op.index.0,
-                        op.process.0,
-                        poll.key,
-                        record.value,
-                        record.offset,
-                        poll.fetch.epoch,
-                        poll.fetch.lso
-                    ),
-                );
-                anomaly.ops = vec![op.clone()];
-                anomaly.offsets = vec![record.offset, poll.fetch.lso];
-                anomaly.values = vec![record.value];
-                out.push(anomaly);
+            if record.offset < poll.fetch.lso {
+                continue;
+            }
+            match later {
+                Some((epoch, lso, at))
+                    if epoch == poll.fetch.epoch && epoch >= 0 && record.offset >= lso =>
+                {
+                    found.push(read_above(index, poll, record, &index.polls[at]));
+                }
+                _ => stats.lso_capture_races += 1,
             }
         }
+    }
+    for anomaly in found.into_iter().rev() {
+        out.push(anomaly);
     }
     // (process, key) → (epoch, highest LSO seen in it, the poll that saw it).
     let mut last: BTreeMap<(ProcessId, Key), (i32, Offset, usize)> = BTreeMap::new();
@@ -60,7 +63,7 @@ pub(crate) fn check(index: &RcIndex, stats: &mut ReadCommittedStats, out: &mut A
             continue;
         };
         let (epoch, lso, at) = *previous;
-        if poll.fetch.epoch == epoch && poll.fetch.lso < lso {
+        if poll.fetch.epoch == epoch && epoch >= 0 && poll.fetch.lso < lso {
             let before = &index.op(index.polls[at].op).op_ref;
             let after = &index.op(poll.op).op_ref;
             let mut anomaly = Anomaly::new(
@@ -85,4 +88,34 @@ pub(crate) fn check(index: &RcIndex, stats: &mut ReadCommittedStats, out: &mut A
             *previous = seen;
         }
     }
+}
+
+/// A `read-above-lso` witness: `poll` returned `record`, and `later` (the same process's next
+/// answer for the key in the same leader epoch) still put the LSO at or below it.
+fn read_above(index: &RcIndex, poll: &PollRead, record: &Record, later: &PollRead) -> Anomaly {
+    let op = &index.op(poll.op).op_ref;
+    let after = &index.op(later.op).op_ref;
+    let mut anomaly = Anomaly::new(
+        AnomalyKind::ReadAboveLso,
+        Some(poll.key),
+        format!(
+            "op {} (process {}) polled key {} read_committed and got value {} at offset {}, \
+             but the leader (epoch {}) answered last stable offset {} then and still {} to \
+             the process's next fetch (op {}): records at or above the LSO may belong to open \
+             transactions and must not be returned",
+            op.index.0,
+            op.process.0,
+            poll.key,
+            record.value,
+            record.offset,
+            poll.fetch.epoch,
+            poll.fetch.lso,
+            later.fetch.lso,
+            after.index.0,
+        ),
+    );
+    anomaly.ops = vec![op.clone(), after.clone()];
+    anomaly.offsets = vec![record.offset, poll.fetch.lso, later.fetch.lso];
+    anomaly.values = vec![record.value];
+    anomaly
 }

@@ -85,15 +85,42 @@ fn a_clean_read_committed_history_is_valid_and_counted() {
 
 #[test]
 fn a_record_at_or_above_the_answers_lso_is_read_above_lso() {
+    // The next answer in the same epoch still says LSO 1: offset 1 was above the LSO when
+    // the leader read.
     let mut b = txn_builder();
     commit(&mut b, 0, &[(0, 10, 0), (0, 20, 1)]);
     poll(&mut b, 1, &[(0, &[(0, 10), (1, 20)], [0, 3, 1, 1])]);
+    poll(&mut b, 1, &[(0, &[], [2, 2, 1, 1])]);
     let report = check(b);
     assert_eq!(found(&report), vec![AnomalyKind::ReadAboveLso]);
     assert_eq!(report.verdict, Verdict::Invalid);
     let witness = &report.anomalies[&AnomalyKind::ReadAboveLso].witnesses[0];
     assert_eq!(witness.values[0].0, 20);
     assert_eq!((witness.offsets[0].0, witness.offsets[1].0), (1, 1));
+    assert_eq!(witness.ops.len(), 2);
+}
+
+#[test]
+fn a_record_above_only_its_own_answers_lso_is_a_capture_race() {
+    // Kafka reports the LSO it captured before reading, and the read is bounded by the LSO at
+    // read time: when the next answer's LSO is past the record, the LSO may simply have moved
+    // between capture and read. Counted, not reported; likewise with no later answer at all,
+    // or a later answer from another leader epoch.
+    for later in [Some([2, 2, 3, 1]), None, Some([2, 2, 1, 2])] {
+        let mut b = txn_builder();
+        commit(&mut b, 0, &[(0, 10, 0), (0, 20, 1)]);
+        poll(&mut b, 1, &[(0, &[(0, 10), (1, 20)], [0, 2, 1, 1])]);
+        if let Some(fetch) = later {
+            poll(&mut b, 1, &[(0, &[], fetch)]);
+        }
+        let report = check(b);
+        assert_eq!(found(&report), vec![], "later answer {later:?}");
+        assert_eq!(
+            stats(&report).lso_capture_races,
+            1,
+            "later answer {later:?}"
+        );
+    }
 }
 
 #[test]
