@@ -1,0 +1,250 @@
+//! The group workload: the queue workload in Jepsen's subscribe mode. Sends are the queue's;
+//! consumers `subscribe` to the topic as members of one classic consumer group (the broker
+//! assigns the partitions) instead of assigning partitions themselves, commit their positions
+//! after every poll (`commit_sync`, so a fresh member resumes from the committed offsets),
+//! and every assignment change the client saw is written into the history as a `rebalance`
+//! op ([`logjam_history::Rebalance`]): generation, member id, partitions assigned and revoked,
+//! cause. The final phase is the queue's: assign-mode reads of every partition to its end.
+//!
+//! The queue generator drives it; its `assign` ops become `subscribe` ops (the member joins
+//! again: a rebalance of the whole group), its crashes retire the process (the consumer
+//! leaves the group on close; a fresh member joins in its place).
+
+mod adapter;
+
+pub use adapter::{GroupSettings, GroupWorkload};
+
+use std::sync::Arc;
+
+use logjam_client::consumer::Consumer;
+use logjam_client::consumer::group::RebalanceEvent;
+use logjam_history::{
+    Function, Key, MicroOp, OpType, OpValue, Process, ProcessId, Rebalance,
+};
+
+use crate::queue::{Invocation, QueueClient, Targets, polled_reads};
+use crate::recorder::{RecordError, Recorder};
+use crate::workload::{self, Completion};
+
+/// A logical client process of the group workload: the queue's sender, and a consumer that
+/// subscribes (on its first poll, and again on every `subscribe` op).
+pub struct GroupClient {
+    process: ProcessId,
+    settings: Arc<GroupSettings>,
+    recorder: Arc<Recorder>,
+    targets: Arc<Targets>,
+    sender: QueueClient,
+    consumer: Option<Consumer>,
+}
+
+impl std::fmt::Debug for GroupClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupClient")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupClient {
+    /// A fresh process `process`; it connects on its first op.
+    pub fn new(
+        process: ProcessId,
+        settings: Arc<GroupSettings>,
+        recorder: Arc<Recorder>,
+        targets: Arc<Targets>,
+    ) -> GroupClient {
+        let sender = QueueClient::new(
+            process,
+            Arc::new(settings.queue.clone()),
+            recorder.clone(),
+            targets.clone(),
+        );
+        GroupClient {
+            process,
+            settings,
+            recorder,
+            targets,
+            sender,
+            consumer: None,
+        }
+    }
+
+    fn record(
+        &self,
+        op_type: OpType,
+        f: Function,
+        value: OpValue,
+        error: Option<String>,
+    ) -> Result<(), RecordError> {
+        self.recorder
+            .record(
+                Process::Client(self.process),
+                op_type,
+                f,
+                value,
+                error.map(Into::into),
+            )
+            .map(drop)
+    }
+
+    /// Every key of the topic: what a subscription covers.
+    fn keys(&self) -> Vec<Key> {
+        (0..self.settings.queue.keys)
+            .map(|key| Key(i64::from(key)))
+            .collect()
+    }
+
+    /// Invokes one operation and records its invoke and completion (and the rebalances the
+    /// client saw meanwhile). After [`Completion::Info`] the process is done.
+    ///
+    /// # Errors
+    /// Only when the history cannot be written; cluster errors become `fail`/`info` ops.
+    pub async fn invoke(&mut self, invocation: Invocation) -> Result<Completion, RecordError> {
+        match invocation {
+            Invocation::Send { .. } | Invocation::Crash => self.sender.invoke(invocation).await,
+            Invocation::Assign { .. } => self.subscribe().await,
+            Invocation::Poll => {
+                if self.consumer.is_none() {
+                    let completion = self.subscribe().await?;
+                    if completion != Completion::Ok {
+                        return Ok(completion);
+                    }
+                }
+                self.poll().await
+            }
+        }
+    }
+
+    /// A `subscribe` op: creates the member on first use, (re)subscribes it to the topic;
+    /// the polls that follow join the group.
+    async fn subscribe(&mut self) -> Result<Completion, RecordError> {
+        let value = OpValue::Keys(self.keys());
+        self.record(OpType::Invoke, Function::Subscribe, value.clone(), None)?;
+        let subscribed = match self.consumer.take() {
+            Some(consumer) => Ok(consumer),
+            None => {
+                let properties = self
+                    .settings
+                    .queue
+                    .consumer
+                    .iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str()))
+                    .chain([
+                        ("group.id", self.settings.group_id.as_str()),
+                        ("enable.auto.commit", "false"),
+                    ]);
+                Consumer::from_properties(properties).map_err(|error| format!("consumer: {error}"))
+            }
+        }
+        .and_then(|mut consumer| {
+            consumer
+                .subscribe([self.settings.queue.topic.clone()])
+                .map(|()| consumer)
+                .map_err(|error| format!("subscribe: {error}"))
+        });
+        match subscribed {
+            Ok(consumer) => {
+                self.consumer = Some(consumer);
+                self.record(OpType::Ok, Function::Subscribe, value, None)?;
+                Ok(Completion::Ok)
+            }
+            Err(error) => {
+                self.record(OpType::Fail, Function::Subscribe, value, Some(error))?;
+                Ok(Completion::Fail)
+            }
+        }
+    }
+
+    /// One poll (which may join or rejoin the group), then a `commit_sync` of the positions
+    /// reached, then the rebalances the client saw, each as its own `rebalance` op. A failed
+    /// poll changed nothing on the cluster: a definite `fail`. A failed commit is not an op
+    /// (the next member re-reads from the last committed offsets: duplicates the subscribe
+    /// policy allows).
+    async fn poll(&mut self) -> Result<Completion, RecordError> {
+        let invoke = OpValue::MicroOps(vec![MicroOp::Poll { reads: None }]);
+        self.record(OpType::Invoke, Function::Poll, invoke.clone(), None)?;
+        let timeout = self.settings.queue.poll_timeout;
+        let consumer = self.consumer.as_mut().expect("subscribed before polling");
+        let polled = match consumer.poll(timeout).await {
+            Ok(records) => Ok(polled_reads(consumer, records, &self.targets)),
+            Err(error) => Err(error.to_string()),
+        };
+        let completion = match polled {
+            Err(error) => {
+                self.record(OpType::Fail, Function::Poll, invoke, Some(error))?;
+                Completion::Fail
+            }
+            Ok(reads) => {
+                self.record(
+                    OpType::Ok,
+                    Function::Poll,
+                    OpValue::MicroOps(vec![MicroOp::Poll { reads: Some(reads) }]),
+                    None,
+                )?;
+                let consumer = self.consumer.as_mut().expect("subscribed");
+                if !consumer.assignment().is_empty() {
+                    let _ = consumer.commit_sync().await;
+                }
+                Completion::Ok
+            }
+        };
+        self.record_rebalances()?;
+        Ok(completion)
+    }
+
+    /// Writes every assignment change the client saw since the last call.
+    fn record_rebalances(&mut self) -> Result<(), RecordError> {
+        let Some(consumer) = self.consumer.as_mut() else {
+            return Ok(());
+        };
+        for event in consumer.take_rebalance_events() {
+            let value = OpValue::Json(serde_json::to_value(rebalance(&event)).expect("plain data"));
+            self.record(OpType::Invoke, Function::Rebalance, value.clone(), None)?;
+            self.record(OpType::Ok, Function::Rebalance, value, None)?;
+        }
+        Ok(())
+    }
+
+    /// Leaves the group (closing the consumer) and closes the sender.
+    pub async fn close(mut self) {
+        if let Some(consumer) = self.consumer.take() {
+            let _ = consumer.close().await;
+        }
+        self.sender.close().await;
+    }
+}
+
+/// The history's view of one client rebalance event: partitions as keys.
+fn rebalance(event: &RebalanceEvent) -> Rebalance {
+    let keys = |partitions: &[logjam_client::ids::TopicPartition]| {
+        let mut keys: Vec<Key> = partitions
+            .iter()
+            .map(|tp| Key(i64::from(tp.partition.0)))
+            .collect();
+        keys.sort();
+        keys
+    };
+    Rebalance {
+        generation: event.generation,
+        member_id: event.member_id.clone(),
+        assigned: keys(&event.assigned),
+        revoked: keys(&event.revoked),
+        cause: event.cause.name().to_owned(),
+    }
+}
+
+impl workload::Client for GroupClient {
+    type Op = Invocation;
+
+    fn process(&self) -> ProcessId {
+        self.process
+    }
+
+    async fn invoke(&mut self, op: Invocation) -> Result<Completion, RecordError> {
+        GroupClient::invoke(self, op).await
+    }
+
+    async fn close(self) {
+        GroupClient::close(self).await;
+    }
+}
