@@ -1,8 +1,8 @@
 //! Which checkers and which policy each workload gets. A workload registers its name, the
 //! client functions its histories may hold (its op schema), a constructor for its
 //! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
-//! matching on names. `queue`, `txn` and `producer` are built in; `eos` and `group` register
-//! the same way when they exist.
+//! matching on names. `queue`, `txn`, `producer` and `group` are built in; `eos` registers
+//! the same way when it exists.
 
 use logjam_history::{Function, Header};
 
@@ -61,6 +61,18 @@ fn queue_policy(header: &Header, findings: &Findings) -> Policy {
     })
 }
 
+/// The group workload's client functions: the queue's, and the rebalances its members saw.
+const GROUP_FUNCTIONS: &[Function] = &[
+    Function::Send,
+    Function::Poll,
+    Function::FinalPoll,
+    Function::Assign,
+    Function::Subscribe,
+    Function::Rebalance,
+    Function::Crash,
+    Function::LogEnd,
+];
+
 /// The producer workload's client functions: its sends, then the final reads.
 const PRODUCER_FUNCTIONS: &[Function] = &[
     Function::Produce,
@@ -78,7 +90,7 @@ fn producer_policy(_header: &Header, _findings: &Findings) -> Policy {
 }
 
 impl Registry {
-    /// The workloads logjam ships: `queue`, `txn` and `producer`.
+    /// The workloads logjam ships: `queue`, `txn`, `group` and `producer`.
     pub fn builtin() -> Registry {
         Registry {
             workloads: vec![
@@ -95,6 +107,14 @@ impl Registry {
                     name: "txn",
                     functions: QUEUE_FUNCTIONS,
                     checker: txn_checker,
+                    policy: queue_policy,
+                },
+                // The queue in subscribe mode on one consumer group: the queue checker with
+                // the subscribe policy (the header's `sub_via`, and the `subscribe` ops).
+                WorkloadSpec {
+                    name: "group",
+                    functions: GROUP_FUNCTIONS,
+                    checker: queue_checker,
                     policy: queue_policy,
                 },
                 WorkloadSpec {

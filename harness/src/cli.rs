@@ -93,6 +93,9 @@ pub enum WorkloadName {
     /// Jepsen's queue in its transactional mode: transactions of sends and read_committed
     /// polls, committed or aborted on purpose.
     Txn,
+    /// Jepsen's queue in subscribe mode: consumers are members of one consumer group, commit
+    /// after every poll, and every rebalance they saw is recorded.
+    Group,
 }
 
 impl WorkloadName {
@@ -102,6 +105,7 @@ impl WorkloadName {
             WorkloadName::Queue => "queue",
             WorkloadName::Producer => "producer",
             WorkloadName::Txn => "txn",
+            WorkloadName::Group => "group",
         }
     }
 }

@@ -225,8 +225,9 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
                     "queue" => WorkloadName::Queue,
                     "producer" => WorkloadName::Producer,
                     "txn" => WorkloadName::Txn,
+                    "group" => WorkloadName::Group,
                     _ => bail!(
-                        "{name} line {line}: unknown workload `{value}` (queue, producer, txn)"
+                        "{name} line {line}: unknown workload `{value}` (queue, producer, txn, group)"
                     ),
                 }
             }

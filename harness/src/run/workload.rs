@@ -1,4 +1,4 @@
-//! The workload phase of a run, inside the runtime: builds the workload (queue, txn or producer) from
+//! The workload phase of a run, inside the runtime: builds the workload (queue, txn, group or producer) from
 //! the run's settings, opens the history, and then, until the time limit, lets the schedule
 //! hand ops to client processes while the nemesis injects and undoes faults and the watcher
 //! records leader changes; heals everything, waits for the schedule's open ops, waits for the
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use logjam_history::{Header, ProcessId};
+use logjam_workloads::group::{GroupSettings, GroupWorkload};
 use logjam_workloads::producer::{ProducerSettings, ProducerWorkload};
 use logjam_workloads::queue::{QueueSettings, QueueWorkload};
 use logjam_workloads::recorder::Recorder;
@@ -82,6 +83,17 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
         queue,
         transactional_id_prefix: "logjam-txn".to_owned(),
         abort_percent: TXN_ABORT_PERCENT,
+    })
+}
+
+/// The group workload with the run's settings, talking to `bootstrap`: the queue's, its
+/// consumers members of the group `logjam-group`.
+pub(super) fn group(args: &RunArgs, settings: &Settings, bootstrap: &str) -> GroupWorkload {
+    let mut queue = queue(args, settings, bootstrap).settings().clone();
+    queue.topic = "group".to_owned();
+    GroupWorkload::new(GroupSettings {
+        queue,
+        group_id: "logjam-group".to_owned(),
     })
 }
 

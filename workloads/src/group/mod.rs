@@ -15,6 +15,7 @@ mod adapter;
 pub use adapter::{GroupSettings, GroupWorkload};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use logjam_client::consumer::Consumer;
 use logjam_client::consumer::group::RebalanceEvent;
@@ -25,6 +26,17 @@ use logjam_history::{
 use crate::queue::{Invocation, QueueClient, Targets, polled_reads};
 use crate::recorder::{RecordError, Recorder};
 use crate::workload::{self, Completion};
+
+/// Member settings unless the run's consumer properties give them: heartbeats often enough
+/// that a rebalance reaches every member within a fraction of a second (Kafka's 3 s would
+/// keep a group of churning members rebalancing).
+const MEMBER_DEFAULTS: &[(&str, &str)] = &[
+    ("heartbeat.interval.ms", "200"),
+    ("session.timeout.ms", "6000"),
+];
+
+/// How long a poll of a member outside any generation may wait for its join to finish.
+const JOIN_POLL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A logical client process of the group workload: the queue's sender, and a consumer that
 /// subscribes (on its first poll, and again on every `subscribe` op).
@@ -120,6 +132,12 @@ impl GroupClient {
     async fn subscribe(&mut self) -> Result<Completion, RecordError> {
         let value = OpValue::Keys(self.keys());
         self.record(OpType::Invoke, Function::Subscribe, value.clone(), None)?;
+        if self.consumer.is_some() {
+            // Kafka's `subscribe` to the topics already subscribed changes nothing (no
+            // rejoin): the group rebalances when members come and go.
+            self.record(OpType::Ok, Function::Subscribe, value, None)?;
+            return Ok(Completion::Ok);
+        }
         let subscribed = match self.consumer.take() {
             Some(consumer) => Ok(consumer),
             None => {
@@ -132,7 +150,15 @@ impl GroupClient {
                     .chain([
                         ("group.id", self.settings.group_id.as_str()),
                         ("enable.auto.commit", "false"),
-                    ]);
+                    ])
+                    .chain(
+                        MEMBER_DEFAULTS
+                            .iter()
+                            .filter(|(key, _)| {
+                                !self.settings.queue.consumer.iter().any(|(k, _)| k == key)
+                            })
+                            .copied(),
+                    );
                 Consumer::from_properties(properties).map_err(|error| format!("consumer: {error}"))
             }
         }
@@ -163,8 +189,14 @@ impl GroupClient {
     async fn poll(&mut self) -> Result<Completion, RecordError> {
         let invoke = OpValue::MicroOps(vec![MicroOp::Poll { reads: None }]);
         self.record(OpType::Invoke, Function::Poll, invoke.clone(), None)?;
-        let timeout = self.settings.queue.poll_timeout;
         let consumer = self.consumer.as_mut().expect("subscribed before polling");
+        // A member outside any generation gives its join time to finish (a join cut short
+        // by the poll's deadline loses the JoinGroup answer and starts over).
+        let timeout = if consumer.group_generation().is_some() {
+            self.settings.queue.poll_timeout
+        } else {
+            JOIN_POLL_TIMEOUT
+        };
         let polled = match consumer.poll(timeout).await {
             Ok(records) => Ok(polled_reads(consumer, records, &self.targets)),
             Err(error) => Err(error.to_string()),
