@@ -29,10 +29,13 @@ use crate::workload::{self, Completion};
 
 /// Member settings unless the run's consumer properties give them: heartbeats often enough
 /// that a rebalance reaches every member within a fraction of a second (Kafka's 3 s would
-/// keep a group of churning members rebalancing).
+/// keep a group of churning members rebalancing), and a rebalance timeout
+/// (`max.poll.interval.ms`) of seconds, not Kafka's 5 min: a process the schedule leaves idle
+/// does not poll, so it cannot rejoin, and the group would wait for it that long.
 const MEMBER_DEFAULTS: &[(&str, &str)] = &[
     ("heartbeat.interval.ms", "200"),
     ("session.timeout.ms", "6000"),
+    ("max.poll.interval.ms", "3000"),
 ];
 
 /// How long a poll of a member outside any generation may wait for its join to finish.
