@@ -69,11 +69,14 @@ pub enum AnomalyKind {
     /// A read_committed poll returned a record of a transaction that had not even begun when
     /// the poll completed (G1b: its commit cannot have happened yet).
     IntermediateRead,
+    /// Two members of one consumer group owned the same partition in the same generation,
+    /// by their own recorded rebalances.
+    DoubleAssign,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 25] = [
+    pub const ALL: [AnomalyKind; 26] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -99,6 +102,7 @@ impl AnomalyKind {
         AnomalyKind::ReadAboveLso,
         AnomalyKind::FracturedRead,
         AnomalyKind::IntermediateRead,
+        AnomalyKind::DoubleAssign,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -129,6 +133,7 @@ impl AnomalyKind {
             AnomalyKind::ReadAboveLso => "read-above-lso",
             AnomalyKind::FracturedRead => "fractured-read",
             AnomalyKind::IntermediateRead => "intermediate-read",
+            AnomalyKind::DoubleAssign => "double-assign",
         }
     }
 

@@ -63,6 +63,7 @@
 //! | `lso-regression` | one process's read_committed answers for a partition in one leader epoch: a later one with a lower LSO (across epochs only counted: `lso_drops_across_epochs`) | [`read_committed::lso`] | bad |
 //! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (visible on one partition, not yet stable on another: only counted, `cross_partition_partial`) | [`read_committed::fractured`] | bad |
 //! | `intermediate-read` (G1b) | a read_committed poll returned a record of a transaction whose op was invoked only after the poll completed (its commit cannot have happened) | [`read_committed::intermediate`] | bad |
+//! | `double-assign` | group workload: two members (different member ids) owned the same key in the same generation, by their own recorded `rebalance` ops | [`group`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
@@ -102,6 +103,7 @@ pub mod durability;
 pub mod error;
 mod fxhash;
 pub mod graph;
+pub mod group;
 mod intmap;
 pub mod policy;
 pub mod producer;

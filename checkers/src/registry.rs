@@ -7,6 +7,7 @@
 use logjam_history::{Function, Header};
 
 use crate::checker::{Checker, Findings};
+use crate::group::GroupChecker;
 use crate::policy::{Policy, QueueOptions};
 use crate::producer::ProducerChecker;
 use crate::queue::QueueChecker;
@@ -51,6 +52,10 @@ fn queue_checker(header: &Header) -> Box<dyn Checker> {
 
 fn txn_checker(header: &Header) -> Box<dyn Checker> {
     Box::new(TxnChecker::new(header.clone()))
+}
+
+fn group_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(GroupChecker::new(header.clone()))
 }
 
 fn queue_policy(header: &Header, findings: &Findings) -> Policy {
@@ -110,11 +115,12 @@ impl Registry {
                     policy: queue_policy,
                 },
                 // The queue in subscribe mode on one consumer group: the queue checker with
-                // the subscribe policy (the header's `sub_via`, and the `subscribe` ops).
+                // the subscribe policy (the header's `sub_via`, and the `subscribe` ops), and
+                // the ownership its members' rebalances prove (`double-assign`).
                 WorkloadSpec {
                     name: "group",
                     functions: GROUP_FUNCTIONS,
-                    checker: queue_checker,
+                    checker: group_checker,
                     policy: queue_policy,
                 },
                 WorkloadSpec {
