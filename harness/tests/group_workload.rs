@@ -2,7 +2,8 @@
 //! queue in subscribe mode on one consumer group is valid, polls read through the group, and
 //! the history's `rebalance` ops account for every poll: each key a process's poll returned
 //! was assigned to that process by a rebalance it recorded before (or right after: during)
-//! that poll and not revoked since.
+//! that poll and not revoked since. The node's `double-assign` canary (two members given the
+//! same partitions in one generation) is caught as `double-assign`.
 
 mod support;
 
@@ -178,5 +179,20 @@ fn a_fault_free_group_run_is_valid_and_its_rebalances_account_for_every_poll() {
         seen.unowned_reads.is_empty(),
         "every poll read only keys its process owned: {:?}",
         &seen.unowned_reads[..seen.unowned_reads.len().min(5)]
+    );
+}
+
+#[test]
+fn the_double_assign_canary_is_caught_as_double_assign() {
+    let results = tempfile::tempdir().expect("tempdir");
+    // The coordinator gives one other member the leader's assignment: two members own the
+    // same partitions in one generation, which their recorded rebalances show.
+    let (code, run) = group_run(results.path(), &["logjam.canaries=double-assign"]);
+    let bad = bad_kinds(&run);
+    assert_eq!(code, 1, "the canary's run is invalid; bad: {bad}");
+    assert_eq!(
+        bad,
+        serde_json::json!(["double-assign"]),
+        "two members owning one key in one generation is double-assign, and only that"
     );
 }
