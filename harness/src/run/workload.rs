@@ -87,13 +87,14 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
 }
 
 /// The group workload with the run's settings, talking to `bootstrap`: the queue's, its
-/// consumers members of the group `logjam-group`.
+/// consumers members of the group `logjam-group`, at most `--concurrency` at once.
 pub(super) fn group(args: &RunArgs, settings: &Settings, bootstrap: &str) -> GroupWorkload {
     let mut queue = queue(args, settings, bootstrap).settings().clone();
     queue.topic = "group".to_owned();
     GroupWorkload::new(GroupSettings {
         queue,
         group_id: "logjam-group".to_owned(),
+        max_members: args.concurrency.max(1) as usize,
     })
 }
 

@@ -3,6 +3,7 @@
 //! that tells the checkers consumers subscribed, and fresh [`GroupClient`]s on demand.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use logjam_history::{Function, ProcessId};
 
@@ -19,6 +20,8 @@ pub struct GroupSettings {
     pub queue: QueueSettings,
     /// The consumer group every process joins.
     pub group_id: String,
+    /// At most this many processes are members at once.
+    pub max_members: usize,
 }
 
 /// The queue workload in subscribe mode on one consumer group.
@@ -26,6 +29,7 @@ pub struct GroupSettings {
 pub struct GroupWorkload {
     settings: Arc<GroupSettings>,
     targets: Arc<Targets>,
+    members: Arc<AtomicUsize>,
 }
 
 impl GroupWorkload {
@@ -35,6 +39,7 @@ impl GroupWorkload {
         GroupWorkload {
             settings: Arc::new(settings),
             targets,
+            members: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -81,6 +86,7 @@ impl Workload for GroupWorkload {
                 .collect::<serde_json::Map<_, _>>(),
             "sub_via": ["subscribe"],
             "group_id": self.settings.group_id,
+            "max_members": self.settings.max_members,
         })
     }
 
@@ -94,6 +100,7 @@ impl Workload for GroupWorkload {
             self.settings.clone(),
             recorder.clone(),
             self.targets.clone(),
+            self.members.clone(),
         )
     }
 

@@ -6,15 +6,21 @@
 //! op ([`logjam_history::Rebalance`]): generation, member id, partitions assigned and revoked,
 //! cause. The final phase is the queue's: assign-mode reads of every partition to its end.
 //!
-//! The queue generator drives it; its `assign` ops become `subscribe` ops (the member joins
-//! again: a rebalance of the whole group), its crashes retire the process (the consumer
-//! leaves the group on close; a fresh member joins in its place).
+//! The queue generator drives it; its `assign` ops become `subscribe` ops (a member's first
+//! poll subscribes it too; subscribing again to the same topic changes nothing, as in Kafka),
+//! its crashes retire the process (the consumer leaves the group on close; a fresh member
+//! joins in its place, and the group rebalances). At most `max_members` processes are members
+//! at once (the harness's `--concurrency`); a process beyond them records its `subscribe` as
+//! `fail` and only sends: the schedule opens processes whenever every other is busy, and
+//! every member that joins makes the whole group rebalance. The leaving member's own revocation is not
+//! recorded (the client is gone); its process's ops end there.
 
 mod adapter;
 
 pub use adapter::{GroupSettings, GroupWorkload};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use logjam_client::consumer::Consumer;
@@ -42,12 +48,13 @@ const MEMBER_DEFAULTS: &[(&str, &str)] = &[
 const JOIN_POLL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A logical client process of the group workload: the queue's sender, and a consumer that
-/// subscribes (on its first poll, and again on every `subscribe` op).
+/// subscribes on its first `subscribe` op or poll.
 pub struct GroupClient {
     process: ProcessId,
     settings: Arc<GroupSettings>,
     recorder: Arc<Recorder>,
     targets: Arc<Targets>,
+    members: Arc<AtomicUsize>,
     sender: QueueClient,
     consumer: Option<Consumer>,
 }
@@ -67,6 +74,7 @@ impl GroupClient {
         settings: Arc<GroupSettings>,
         recorder: Arc<Recorder>,
         targets: Arc<Targets>,
+        members: Arc<AtomicUsize>,
     ) -> GroupClient {
         let sender = QueueClient::new(
             process,
@@ -79,6 +87,7 @@ impl GroupClient {
             settings,
             recorder,
             targets,
+            members,
             sender,
             consumer: None,
         }
@@ -130,8 +139,8 @@ impl GroupClient {
         }
     }
 
-    /// A `subscribe` op: creates the member on first use, (re)subscribes it to the topic;
-    /// the polls that follow join the group.
+    /// A `subscribe` op: the first creates the member and subscribes it to the topic (the
+    /// polls that follow join the group); later ones change nothing, as in Kafka.
     async fn subscribe(&mut self) -> Result<Completion, RecordError> {
         let value = OpValue::Keys(self.keys());
         self.record(OpType::Invoke, Function::Subscribe, value.clone(), None)?;
@@ -141,36 +150,38 @@ impl GroupClient {
             self.record(OpType::Ok, Function::Subscribe, value, None)?;
             return Ok(Completion::Ok);
         }
-        let subscribed = match self.consumer.take() {
-            Some(consumer) => Ok(consumer),
-            None => {
-                let properties = self
-                    .settings
-                    .queue
-                    .consumer
-                    .iter()
-                    .map(|(key, value)| (key.as_str(), value.as_str()))
-                    .chain([
-                        ("group.id", self.settings.group_id.as_str()),
-                        ("enable.auto.commit", "false"),
-                    ])
-                    .chain(
-                        MEMBER_DEFAULTS
-                            .iter()
-                            .filter(|(key, _)| {
-                                !self.settings.queue.consumer.iter().any(|(k, _)| k == key)
-                            })
-                            .copied(),
-                    );
-                Consumer::from_properties(properties).map_err(|error| format!("consumer: {error}"))
-            }
+        if self.members.fetch_add(1, Ordering::SeqCst) >= self.settings.max_members {
+            self.members.fetch_sub(1, Ordering::SeqCst);
+            let error = format!(
+                "the group has its {} members already; this process only sends",
+                self.settings.max_members
+            );
+            self.record(OpType::Fail, Function::Subscribe, value, Some(error))?;
+            return Ok(Completion::Fail);
         }
-        .and_then(|mut consumer| {
-            consumer
-                .subscribe([self.settings.queue.topic.clone()])
-                .map(|()| consumer)
-                .map_err(|error| format!("subscribe: {error}"))
-        });
+        let queue = &self.settings.queue;
+        let properties = queue
+            .consumer
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str()))
+            .chain([
+                ("group.id", self.settings.group_id.as_str()),
+                ("enable.auto.commit", "false"),
+            ])
+            .chain(
+                MEMBER_DEFAULTS
+                    .iter()
+                    .filter(|(key, _)| !queue.consumer.iter().any(|(k, _)| k == key))
+                    .copied(),
+            );
+        let subscribed = Consumer::from_properties(properties)
+            .map_err(|error| format!("consumer: {error}"))
+            .and_then(|mut consumer| {
+                consumer
+                    .subscribe([queue.topic.clone()])
+                    .map(|()| consumer)
+                    .map_err(|error| format!("subscribe: {error}"))
+            });
         match subscribed {
             Ok(consumer) => {
                 self.consumer = Some(consumer);
@@ -178,6 +189,7 @@ impl GroupClient {
                 Ok(Completion::Ok)
             }
             Err(error) => {
+                self.members.fetch_sub(1, Ordering::SeqCst);
                 self.record(OpType::Fail, Function::Subscribe, value, Some(error))?;
                 Ok(Completion::Fail)
             }
@@ -244,6 +256,7 @@ impl GroupClient {
     pub async fn close(mut self) {
         if let Some(consumer) = self.consumer.take() {
             let _ = consumer.close().await;
+            self.members.fetch_sub(1, Ordering::SeqCst);
         }
         self.sender.close().await;
     }
