@@ -65,7 +65,12 @@ fn members_handing_keys_over_between_generations_are_valid() {
 fn two_members_owning_one_key_in_one_generation_are_double_assign() {
     let (header, ops) = history("group", true).build();
     let report = check_ops(&header, ops).unwrap();
-    assert_eq!(report.bad_kinds, vec![AnomalyKind::DoubleAssign], "{}", report.summary());
+    assert_eq!(
+        report.bad_kinds,
+        vec![AnomalyKind::DoubleAssign],
+        "{}",
+        report.summary()
+    );
     let group = &report.anomalies[&AnomalyKind::DoubleAssign];
     assert_eq!(group.count, 1);
     let witness = &group.witnesses[0];
@@ -73,7 +78,11 @@ fn two_members_owning_one_key_in_one_generation_are_double_assign() {
     let processes: Vec<u64> = witness.ops.iter().map(|op| op.process.0).collect();
     assert_eq!(processes, vec![0, 1], "both members' rebalances witness it");
     assert!(witness.ops.iter().all(|op| op.f == "rebalance"));
-    assert!(witness.explanation.contains("generation 2"), "{}", witness.explanation);
+    assert!(
+        witness.explanation.contains("generation 2"),
+        "{}",
+        witness.explanation
+    );
 }
 
 #[test]
@@ -88,13 +97,26 @@ fn the_queue_checker_alone_does_not_see_an_overlapping_assignment() {
 #[test]
 fn a_malformed_rebalance_is_a_warning_naming_its_op() {
     let mut b = history("group", false);
-    b.client(3, OpType::Invoke, Function::Rebalance, OpValue::Json(serde_json::json!({"generation": "x"})));
-    b.client(3, OpType::Ok, Function::Rebalance, OpValue::Json(serde_json::json!({"generation": "x"})));
+    b.client(
+        3,
+        OpType::Invoke,
+        Function::Rebalance,
+        OpValue::Json(serde_json::json!({"generation": "x"})),
+    );
+    b.client(
+        3,
+        OpType::Ok,
+        Function::Rebalance,
+        OpValue::Json(serde_json::json!({"generation": "x"})),
+    );
     let (header, ops) = b.build();
     let report = check_ops(&header, ops).unwrap();
     assert!(report.bad_kinds.is_empty(), "{}", report.summary());
     assert!(
-        report.warnings.iter().any(|w| w.contains("a rebalance whose value is not")),
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("a rebalance whose value is not")),
         "{:?}",
         report.warnings
     );

@@ -25,9 +25,7 @@ use std::time::Duration;
 
 use logjam_client::consumer::Consumer;
 use logjam_client::consumer::group::RebalanceEvent;
-use logjam_history::{
-    Function, Key, MicroOp, OpType, OpValue, Process, ProcessId, Rebalance,
-};
+use logjam_history::{Function, Key, MicroOp, OpType, OpValue, Process, ProcessId, Rebalance};
 
 use crate::queue::{Invocation, QueueClient, Targets, polled_reads};
 use crate::recorder::{RecordError, Recorder};
@@ -46,6 +44,10 @@ const MEMBER_DEFAULTS: &[(&str, &str)] = &[
 
 /// How long a poll of a member outside any generation may wait for its join to finish.
 const JOIN_POLL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a commit after a poll, or a member's leaving, may take: a member stuck on a
+/// coordinator that does not answer would hold its place in the group (and its process).
+const GROUP_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A logical client process of the group workload: the queue's sender, and a consumer that
 /// subscribes on its first `subscribe` op or poll.
@@ -230,7 +232,7 @@ impl GroupClient {
                 )?;
                 let consumer = self.consumer.as_mut().expect("subscribed");
                 if !consumer.assignment().is_empty() {
-                    let _ = consumer.commit_sync().await;
+                    let _ = tokio::time::timeout(GROUP_CALL_TIMEOUT, consumer.commit_sync()).await;
                 }
                 Completion::Ok
             }
@@ -255,7 +257,7 @@ impl GroupClient {
     /// Leaves the group (closing the consumer) and closes the sender.
     pub async fn close(mut self) {
         if let Some(consumer) = self.consumer.take() {
-            let _ = consumer.close().await;
+            let _ = tokio::time::timeout(GROUP_CALL_TIMEOUT, consumer.close()).await;
             self.members.fetch_sub(1, Ordering::SeqCst);
         }
         self.sender.close().await;
