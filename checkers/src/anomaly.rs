@@ -80,11 +80,14 @@ pub enum AnomalyKind {
     OffsetsNotAtomic,
     /// eos: committed output written by an aborted transaction or a fenced producer.
     AbortedOutputVisible,
+    /// Two members of one consumer group owned the same partition in the same generation,
+    /// by their own recorded rebalances.
+    DoubleAssign,
 }
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 30] = [
+    pub const ALL: [AnomalyKind; 31] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -115,6 +118,7 @@ impl AnomalyKind {
         AnomalyKind::EosUnseen,
         AnomalyKind::OffsetsNotAtomic,
         AnomalyKind::AbortedOutputVisible,
+        AnomalyKind::DoubleAssign,
     ];
 
     /// The name used in reports (Jepsen's where Jepsen has one).
@@ -150,6 +154,7 @@ impl AnomalyKind {
             AnomalyKind::EosUnseen => "eos-unseen",
             AnomalyKind::OffsetsNotAtomic => "offsets-not-atomic",
             AnomalyKind::AbortedOutputVisible => "aborted-output-visible",
+            AnomalyKind::DoubleAssign => "double-assign",
         }
     }
 

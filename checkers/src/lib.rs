@@ -69,6 +69,7 @@
 //! | `eos-unseen` | eos: as `eos-lost`, but the output read did not provably reach the log end | [`eos`] | bad |
 //! | `offsets-not-atomic` | eos: an input reflected in committed output at or above the group's final committed offset (output committed without its offsets) | [`eos`] | bad |
 //! | `aborted-output-visible` | eos: committed output written by a transaction that aborted or whose producer was fenced (its op ended `fail`) | [`eos`] | bad |
+//! | `double-assign` | group workload: two members (different member ids) owned the same key in the same generation, by their own recorded `rebalance` ops | [`group`] | bad |
 //! | `reordered-send` | producer workload: within one producer and key, a later-submitted send acknowledged at a lower offset (a retried batch landed after a later one); `duplicate` there: one sent value read at ≥ 2 offsets | [`producer`] | producer policy: bad |
 //!
 //! Verdict: `invalid` when any kind found is bad under the policy; otherwise `unknown` when
@@ -109,6 +110,7 @@ pub mod eos;
 pub mod error;
 mod fxhash;
 pub mod graph;
+pub mod group;
 mod intmap;
 pub mod policy;
 pub mod producer;

@@ -1,13 +1,14 @@
 //! Which checkers and which policy each workload gets. A workload registers its name, the
 //! client functions its histories may hold (its op schema), a constructor for its
 //! [`Checker`] and its [`Policy`]; `check_file` looks the header's workload up here instead of
-//! matching on names. `queue`, `txn`, `producer` and `eos` are built in; `group` registers
-//! the same way when it exists.
+//! matching on names. `queue`, `txn`, `producer`, `eos` and `group` are built in; new ones register
+//! the same way.
 
 use logjam_history::{Function, Header};
 
 use crate::checker::{Checker, Findings};
 use crate::eos::EosChecker;
+use crate::group::GroupChecker;
 use crate::policy::{Policy, QueueOptions};
 use crate::producer::ProducerChecker;
 use crate::queue::QueueChecker;
@@ -54,6 +55,10 @@ fn txn_checker(header: &Header) -> Box<dyn Checker> {
     Box::new(TxnChecker::new(header.clone()))
 }
 
+fn group_checker(header: &Header) -> Box<dyn Checker> {
+    Box::new(GroupChecker::new(header.clone()))
+}
+
 fn queue_policy(header: &Header, findings: &Findings) -> Policy {
     let from_header = QueueOptions::from_header(header);
     Policy::queue(QueueOptions {
@@ -61,6 +66,18 @@ fn queue_policy(header: &Header, findings: &Findings) -> Policy {
         ..from_header
     })
 }
+
+/// The group workload's client functions: the queue's, and the rebalances its members saw.
+const GROUP_FUNCTIONS: &[Function] = &[
+    Function::Send,
+    Function::Poll,
+    Function::FinalPoll,
+    Function::Assign,
+    Function::Subscribe,
+    Function::Rebalance,
+    Function::Crash,
+    Function::LogEnd,
+];
 
 /// The producer workload's client functions: its sends, then the final reads.
 const PRODUCER_FUNCTIONS: &[Function] = &[
@@ -93,7 +110,7 @@ fn eos_checker(header: &Header) -> Box<dyn Checker> {
 }
 
 impl Registry {
-    /// The workloads logjam ships: `queue`, `txn`, `producer` and `eos`.
+    /// The workloads logjam ships: `queue`, `txn`, `producer`, `eos` and `group`.
     pub fn builtin() -> Registry {
         Registry {
             workloads: vec![
@@ -110,6 +127,15 @@ impl Registry {
                     name: "txn",
                     functions: QUEUE_FUNCTIONS,
                     checker: txn_checker,
+                    policy: queue_policy,
+                },
+                // The queue in subscribe mode on one consumer group: the queue checker with
+                // the subscribe policy (the header's `sub_via`, and the `subscribe` ops), and
+                // the ownership its members' rebalances prove (`double-assign`).
+                WorkloadSpec {
+                    name: "group",
+                    functions: GROUP_FUNCTIONS,
+                    checker: group_checker,
                     policy: queue_policy,
                 },
                 WorkloadSpec {

@@ -98,6 +98,9 @@ pub enum WorkloadName {
     /// commit their offsets in the same transaction (`--set logjam.eos=offsets-outside-transaction`
     /// commits them after it instead: the common mistake).
     Eos,
+    /// Jepsen's queue in subscribe mode: consumers are members of one consumer group, commit
+    /// after every poll, and every rebalance they saw is recorded.
+    Group,
 }
 
 impl WorkloadName {
@@ -108,6 +111,7 @@ impl WorkloadName {
             WorkloadName::Producer => "producer",
             WorkloadName::Txn => "txn",
             WorkloadName::Eos => "eos",
+            WorkloadName::Group => "group",
         }
     }
 }

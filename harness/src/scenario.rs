@@ -226,8 +226,9 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
                     "producer" => WorkloadName::Producer,
                     "txn" => WorkloadName::Txn,
                     "eos" => WorkloadName::Eos,
+                    "group" => WorkloadName::Group,
                     _ => bail!(
-                        "{name} line {line}: unknown workload `{value}` (queue, producer, txn, eos)"
+                        "{name} line {line}: unknown workload `{value}` (queue, producer, txn, eos, group)"
                     ),
                 }
             }

@@ -10,6 +10,8 @@
 //! - [`queue`]: Jepsen's queue workload (send / poll / assign / crash, final reads).
 //! - [`txn`]: the queue in Jepsen's transactional mode: transactions of sends and
 //!   read_committed polls, committed or aborted on purpose.
+//! - [`group`]: the queue in Jepsen's subscribe mode: members of one consumer group that
+//!   commit after every poll, every rebalance they saw recorded (`rebalance`).
 //! - [`producer`]: one batching producer per process, many sends in flight, each send's
 //!   order of submission and outcome recorded (`produce`), final reads.
 //! - [`eos`]: a consume-transform-produce pipeline in one consumer group (`pipeline` ops,
@@ -23,6 +25,7 @@
 //! ```
 
 pub mod eos;
+pub mod group;
 pub mod producer;
 pub mod queue;
 pub mod recorder;

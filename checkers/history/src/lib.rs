@@ -14,6 +14,8 @@
 //! - [`builder`]: [`HistoryBuilder`] for tests and fixtures.
 //! - [`produce`]: the producer workload's `produce` value ([`ProduceValue`]): each send's
 //!   order of submission within its producer and its own outcome.
+//! - [`group`]: the `rebalance` value ([`Rebalance`]): a consumer-group assignment change a
+//!   subscribed client saw.
 //! - [`nemesis`]: the values nemesis ops carry: faults and undos ([`NemesisValue`]) and the
 //!   leader watcher's `leader-change` ([`LeadershipChange`]).
 //!
@@ -69,6 +71,7 @@
 //! | `txn` | a mix of the micro-ops above | the same, filled in |
 //! | `assign`, `subscribe` | `[k1, k2, ...]` | the same |
 //! | `crash` | `null` | always `info` |
+//! | `rebalance` | `{"generation", "member_id", "assigned": [k, ...], "revoked": [k, ...], "cause"}` ([`group`]) | the same, always `ok`: written right after the op during which the client saw the change |
 //! | `produce` | `{"sends": [{"seq", "key", "value"}, ...]}` | the same, each send with `outcome`, `offset`, `attempts`, `error`, `blocked_us`, `latency_us` ([`produce`]) |
 //! | nemesis (`partition`, `heal`, `kill`, `restart`, `pause`, `resume`, ...) | free-form, `{"targets": [...], ...}` | process `"nemesis"`, usually a single `info` line; an `invoke` + `info` pair is also accepted |
 //!
@@ -125,6 +128,7 @@
 
 pub mod builder;
 pub mod eos;
+pub mod group;
 pub mod header;
 pub mod ids;
 pub mod nemesis;
@@ -139,6 +143,7 @@ pub use eos::{
     EosEndValue, EosReadValue, EosRecords, GroupOffsetsValue, InputRecord, OutputRecord,
     PipelineValue,
 };
+pub use group::Rebalance;
 pub use header::{Header, SCHEMA_VERSION, TopicPartition};
 pub use ids::{Key, Offset, OpIndex, Process, ProcessId, Value};
 pub use nemesis::{LEADER_CHANGE, LeadershipChange, NemesisValue};

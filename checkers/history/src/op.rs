@@ -60,6 +60,9 @@ pub enum Function {
     Subscribe,
     /// Tell the client to die; a fresh client replaces it.
     Crash,
+    /// A consumer-group assignment change the client saw (`group` workload): generation,
+    /// member id, partitions assigned and revoked, cause ([`crate::group::Rebalance`]).
+    Rebalance,
     /// The end of the final reads: `{"ends": {key: offset}}`, every key's log read from its
     /// start to that end (nothing at or past it).
     LogEnd,
@@ -100,6 +103,7 @@ impl Function {
             Function::Assign => "assign",
             Function::Subscribe => "subscribe",
             Function::Crash => "crash",
+            Function::Rebalance => "rebalance",
             Function::LogEnd => "log-end",
             Function::Produce => "produce",
             Function::Pipeline => "pipeline",
@@ -125,6 +129,7 @@ impl Function {
             "assign" => Function::Assign,
             "subscribe" => Function::Subscribe,
             "crash" => Function::Crash,
+            "rebalance" => Function::Rebalance,
             "log-end" => Function::LogEnd,
             "produce" => Function::Produce,
             "pipeline" => Function::Pipeline,

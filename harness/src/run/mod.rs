@@ -237,6 +237,13 @@ fn drive_and_check(
                     )
                     .await
                 }
+                WorkloadName::Group => {
+                    let group = workload::group(args, settings, &bootstrap);
+                    workload::drive(
+                        args, group, seed, &mut lab, run_dir, settings, faults, script, started,
+                    )
+                    .await
+                }
                 WorkloadName::Txn => {
                     let txn = workload::txn(args, settings, &bootstrap);
                     workload::drive(

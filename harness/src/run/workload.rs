@@ -1,4 +1,4 @@
-//! The workload phase of a run, inside the runtime: builds the workload (queue, txn, eos or producer) from
+//! The workload phase of a run, inside the runtime: builds the workload (queue, txn, eos, group or producer) from
 //! the run's settings, opens the history, and then, until the time limit, lets the schedule
 //! hand ops to client processes while the nemesis injects and undoes faults and the watcher
 //! records leader changes; heals everything, waits for the schedule's open ops, waits for the
@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use logjam_history::{Header, ProcessId};
 use logjam_workloads::eos::{EosSettings, EosWorkload};
+use logjam_workloads::group::{GroupSettings, GroupWorkload};
 use logjam_workloads::producer::{ProducerSettings, ProducerWorkload};
 use logjam_workloads::queue::{QueueSettings, QueueWorkload};
 use logjam_workloads::recorder::Recorder;
@@ -119,6 +120,18 @@ pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWo
         member_per_process: settings.eos_option("member-per-process"),
         poll_timeout: Duration::from_millis(200),
         send_timeout: queue.send_timeout,
+    })
+}
+
+/// The group workload with the run's settings, talking to `bootstrap`: the queue's, its
+/// consumers members of the group `logjam-group`, at most `--concurrency` at once.
+pub(super) fn group(args: &RunArgs, settings: &Settings, bootstrap: &str) -> GroupWorkload {
+    let mut queue = queue(args, settings, bootstrap).settings().clone();
+    queue.topic = "group".to_owned();
+    GroupWorkload::new(GroupSettings {
+        queue,
+        group_id: "logjam-group".to_owned(),
+        max_members: args.concurrency.max(1) as usize,
     })
 }
 
