@@ -207,7 +207,7 @@ fn gap_between_two_final_readers_is_unconfirmed_not_lost() {
 #[test]
 fn a_registered_workload_gets_its_checker_schema_and_policy() {
     use logjam_checkers::{Registry, WorkloadSpec, check_ops_in};
-    let mut b = HistoryBuilder::new("group");
+    let mut b = HistoryBuilder::new("streams");
     b.send_ok(0, 1, 10, 0);
     b.send_ok(0, 1, 11, 0); // two values at one offset
     b.poll_ok(1, &[(1, &[(0, 10)])]);
@@ -216,7 +216,7 @@ fn a_registered_workload_gets_its_checker_schema_and_policy() {
     let mut registry = Registry::builtin();
     let queue = *registry.get("queue").unwrap();
     registry.register(WorkloadSpec {
-        name: "group",
+        name: "streams",
         functions: &[logjam_history::Function::Send],
         policy: |_, _| Policy::strict(),
         ..queue
