@@ -419,12 +419,7 @@ impl GroupCoordinator {
         self.runtime
             .write_as(index, WRITE_TIMEOUT, how, |shard| {
                 if let Some(consumer) = shard.consumer().get(group) {
-                    consumer.validate_offset_commit(
-                        member.member_id,
-                        member.generation_id,
-                        true,
-                        0,
-                    )?;
+                    consumer.validate_txn_offset_commit(member.member_id, member.generation_id)?;
                 } else {
                     let view = live.clone().or_else(|| Self::view(shard, group));
                     txn_offsets::check_member(view.as_ref(), member)?;
