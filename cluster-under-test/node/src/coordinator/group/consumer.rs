@@ -45,7 +45,7 @@ impl Clocks {
     }
 }
 
-/// A consumer group as ConsumerGroupDescribe, DescribeGroups and ListGroups show it.
+/// A consumer group as ConsumerGroupDescribe shows it.
 #[derive(Debug, Clone)]
 pub struct DescribedConsumer {
     /// The replayed group.
@@ -218,40 +218,6 @@ impl GroupCoordinator {
             group,
             assignor,
             last_cause,
-        }))
-    }
-
-    /// DescribeGroups of a consumer group, `None` when `group_id` is not one.
-    ///
-    /// # Errors
-    /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
-    pub(crate) fn describe_consumer_as_classic(
-        &self,
-        group_id: &str,
-    ) -> Result<Option<super::members::Described>, ResponseError> {
-        use super::members::Described;
-        // A KIP-848 group, as Kafka 4 describes one to the classic API: protocol type
-        // "consumer", the assignor as protocol, members without metadata.
-        Ok(self.describe_consumer(group_id)?.map(|found| Described {
-            state: found.group.state().name(),
-            protocol_type: "consumer".to_owned(),
-            protocol: found.assignor,
-            members: found
-                .group
-                .members
-                .values()
-                .map(|m| {
-                    (
-                        m.member_id.clone(),
-                        m.subscription.instance_id.clone(),
-                        m.subscription.client_id.clone(),
-                        m.subscription.client_host.clone(),
-                        bytes::Bytes::new(),
-                        bytes::Bytes::new(),
-                    )
-                })
-                .collect(),
-            last_cause: found.last_cause,
         }))
     }
 

@@ -456,14 +456,16 @@ pub fn state_name(state: crate::coordinator::group::txn_offsets::GroupState) -> 
 }
 
 impl GroupCoordinator {
-    /// DescribeGroups of one group: `None` for a group this coordinator does not have (Kafka
-    /// answers it as Dead).
+    /// DescribeGroups of one group: `None` for a group this coordinator does not have as a
+    /// classic group (Kafka answers it as Dead), a KIP-848 consumer group included: Kafka's
+    /// `describeGroups` asks `classicGroup()`, which fails for a consumer group, so the
+    /// classic API describes one as Dead with no members.
     ///
     /// # Errors
     /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
     pub fn describe(&self, group_id: &str) -> Result<Option<Described>, ResponseError> {
-        if let Some(described) = self.describe_consumer_as_classic(group_id)? {
-            return Ok(Some(described));
+        if self.consumer_subscriptions(group_id)?.is_some() {
+            return Ok(None);
         }
         let index = self.partition_of(group_id);
         let known = self
