@@ -278,7 +278,6 @@ impl GroupCoordinator {
                 if !group.members.is_empty() {
                     return Err(ResponseError::NonEmptyGroup);
                 }
-                let id = group_id.to_owned();
                 let mut records: Vec<_> = shard
                     .get(group_id)
                     .map(|entry| {
@@ -291,34 +290,56 @@ impl GroupCoordinator {
                             .collect()
                     })
                     .unwrap_or_default();
-                let tombstones = group
-                    .target
-                    .keys()
-                    .map(|member_id| ConsumerGroupRecord::TargetAssignmentMember {
-                        group_id: id.clone(),
-                        member_id: member_id.clone(),
-                        partitions: None,
-                    })
-                    .chain([
-                        ConsumerGroupRecord::TargetAssignmentEpoch {
-                            group_id: id.clone(),
-                            epoch: None,
-                        },
-                        ConsumerGroupRecord::SubscriptionMetadata {
-                            group_id: id.clone(),
-                            topics: None,
-                        },
-                        ConsumerGroupRecord::GroupEpoch {
-                            group_id: id.clone(),
-                            epoch: None,
-                        },
-                    ]);
-                records.extend(tombstones.map(|record| record.encode()));
+                records.extend(group.tombstones().iter().map(ConsumerGroupRecord::encode));
                 Ok((records, ()))
             })
             .await
             .map_err(append_error)?;
         tracing::info!(group = group_id, "consumer group deleted");
+        Ok(())
+    }
+
+    /// Before a classic JoinGroup: an empty consumer group of that id is tombstoned (not its
+    /// offsets), decided on the partition's latest state, and answered once replicated.
+    ///
+    /// # Errors
+    /// `INCONSISTENT_GROUP_PROTOCOL` when the consumer group has members; the runtime's and
+    /// the write's.
+    pub(crate) async fn delete_empty_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<(), ResponseError> {
+        let index = self.partition_of(group_id);
+        if self
+            .runtime
+            .read(index, |shard| shard.consumer().get(group_id).is_none())?
+        {
+            return Ok(());
+        }
+        let deleted = self
+            .runtime
+            .write(index, WRITE_TIMEOUT, |shard: &GroupShard| {
+                let Some(group) = shard.consumer().get(group_id) else {
+                    return Ok((Vec::new(), false));
+                };
+                if !group.members.is_empty() {
+                    return Err(ResponseError::InconsistentGroupProtocol);
+                }
+                let records = group
+                    .tombstones()
+                    .iter()
+                    .map(ConsumerGroupRecord::encode)
+                    .collect();
+                Ok((records, true))
+            })
+            .await
+            .map_err(append_error)?;
+        if deleted {
+            tracing::info!(
+                group = group_id,
+                "empty consumer group deleted for a classic join"
+            );
+        }
         Ok(())
     }
 
