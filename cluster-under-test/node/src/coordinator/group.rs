@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod classic;
+pub mod clocks;
 pub mod consumer;
 pub mod members;
 pub mod offsets;
@@ -167,7 +168,7 @@ pub struct GroupCoordinator {
     settings: GroupSettings,
     limits: Limits,
     live: LiveGroups,
-    clocks: consumer::Clocks,
+    clocks: clocks::Clocks,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -197,7 +198,7 @@ impl GroupCoordinator {
             limits: settings.limits,
             settings,
             live: LiveGroups::default(),
-            clocks: consumer::Clocks::default(),
+            clocks: clocks::Clocks::default(),
         }
     }
 
