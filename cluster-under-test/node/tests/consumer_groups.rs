@@ -374,15 +374,21 @@ fn members_join_reconcile_fence_leave_and_expire() {
     assert_eq!(heartbeat(&mut stream, topic, &mut f), 0);
     assert_eq!(f.epoch, 1);
 
-    // DescribeGroups and ListGroups show the consumer group as Kafka 4 does.
-    let classic: DescribeGroupsResponse = exchange(
-        &mut stream,
-        ApiKey::DescribeGroups,
-        5,
-        &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
-    );
-    assert_eq!(classic.groups[0].protocol_type.as_str(), "consumer");
-    assert_eq!(classic.groups[0].members.len(), 3);
+    // DescribeGroups and ListGroups show the consumer group as Kafka 4 does: the classic
+    // describe does not see a consumer group (Dead, no members, no error).
+    for version in [0, 5] {
+        let classic: DescribeGroupsResponse = exchange(
+            &mut stream,
+            ApiKey::DescribeGroups,
+            version,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+        );
+        let described = &classic.groups[0];
+        assert_eq!(described.error_code, 0, "v{version}: {described:?}");
+        assert_eq!(described.group_state.as_str(), "Dead", "v{version}");
+        assert_eq!(described.protocol_type.as_str(), "", "v{version}");
+        assert!(described.members.is_empty(), "v{version}: {described:?}");
+    }
     let listed: ListGroupsResponse = exchange(
         &mut stream,
         ApiKey::ListGroups,

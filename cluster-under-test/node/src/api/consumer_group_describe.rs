@@ -27,6 +27,9 @@ use crate::coordinator::group::GroupCoordinator;
 use crate::coordinator::group::consumer::topic_names;
 use crate::metadata::MetadataImage;
 
+/// An assignment as described: only the topics the metadata image still names (Kafka's
+/// `ConsumerGroupMember.topicPartitionsFromMap` drops a topic id it cannot resolve, e.g. a
+/// topic deleted since the assignment was written).
 fn assignment(
     partitions: &consumer_group::Assignment,
     names: &BTreeMap<Uuid, String>,
@@ -34,13 +37,14 @@ fn assignment(
     Assignment::default().with_topic_partitions(
         partitions
             .iter()
-            .map(|(id, partitions)| {
-                TopicPartitions::default()
-                    .with_topic_id(*id)
-                    .with_topic_name(TopicName(StrBytes::from_string(
-                        names.get(id).cloned().unwrap_or_default(),
-                    )))
-                    .with_partitions(partitions.iter().copied().collect())
+            .filter_map(|(id, partitions)| {
+                let name = names.get(id)?;
+                Some(
+                    TopicPartitions::default()
+                        .with_topic_id(*id)
+                        .with_topic_name(TopicName(StrBytes::from_string(name.clone())))
+                        .with_partitions(partitions.iter().copied().collect()),
+                )
             })
             .collect(),
     )
@@ -143,4 +147,30 @@ pub fn handle(
         })
         .collect();
     ConsumerGroupDescribeResponse::default().with_groups(described)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression test: a topic id the metadata image no longer has was described with the
+    /// topic name ""; Kafka leaves such a topic out of the described assignment.
+    #[test]
+    fn assignments_leave_out_topics_the_image_does_not_name() {
+        let (known, deleted) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let names = BTreeMap::from([(known, "orders".to_owned())]);
+        let partitions: consumer_group::Assignment = [
+            (known, [0, 2].into_iter().collect()),
+            (deleted, [1].into_iter().collect()),
+        ]
+        .into_iter()
+        .collect();
+        let described = assignment(&partitions, &names);
+        let topics: Vec<_> = described
+            .topic_partitions
+            .iter()
+            .map(|t| (t.topic_id, t.topic_name.0.to_string(), t.partitions.clone()))
+            .collect();
+        assert_eq!(topics, [(known, "orders".to_owned(), vec![0, 2])]);
+    }
 }

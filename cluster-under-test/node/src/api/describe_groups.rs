@@ -1,6 +1,7 @@
 //! DescribeGroups (apiKey 15), v0–v5: each group's Kafka state, protocol and members (with
 //! metadata and assignment outside a join phase). A group the coordinator does not have is
-//! `Dead` with no error, as Kafka answers it; `INVALID_GROUP_ID` for an empty id,
+//! `Dead` with no error, as Kafka answers it, a KIP-848 consumer group included (Kafka's
+//! classic describe does not see one); `INVALID_GROUP_ID` for an empty id,
 //! `NOT_COORDINATOR` / `COORDINATOR_LOAD_IN_PROGRESS` per group.
 //!
 //! logjam's addition: the cause of the group's last rebalance, in the seed's terms

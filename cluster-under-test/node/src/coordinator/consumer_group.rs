@@ -31,18 +31,23 @@
 //!    decision recomputes the subscribed topics' metadata on every heartbeat, so a partition
 //!    added is seen at each member's next heartbeat).
 //! 5. `Err(HeartbeatError)`: answer its code and message (member id null, epoch 0, interval
-//!    0); nothing is written. `Ok(outcome)`: append `outcome.records`; once committed apply
-//!    `outcome.timers` to the partition's [`Timers`], and if `outcome.cause` is set, call
-//!    [`ConsumerGroups::note_cause`] and log the group, the cause's [`RebalanceCause::name`]
-//!    and the new group epoch; then answer `outcome.response` (assignment `None` means the
-//!    field is null). A failed append answers the append's error and applies nothing.
+//!    0); nothing is written. `Ok(outcome)`: apply `outcome.timers` to the partition's
+//!    [`Timers`] as part of the decision, whatever becomes of the write (Kafka schedules
+//!    its timers inside the operation: a write that times out may still commit, and a clock
+//!    for a member that never was is ignored by [`expire`]); append `outcome.records`; once
+//!    committed, if `outcome.cause` is set, call [`ConsumerGroups::note_cause`] and log the
+//!    group, the cause's [`RebalanceCause::name`] and the new group epoch; then answer
+//!    `outcome.response` (assignment `None` means the field is null). A failed append
+//!    answers the append's error.
 //!
 //! # Clocks
 //! (Wired as one task ticking every 100 ms over the loaded partitions, as the classic
 //! clocks do, rather than one sleeping task per partition.)
 //! One task per loaded partition sleeps until [`Timers::next_deadline`], then for each
-//! [`Timers::take_expired`] calls [`expire`] on the latest state; a `Some(outcome)` is
-//! written and applied as above (causes `session-timeout` and `poll-timeout`). The clock
+//! [`Timers::take_expired`] calls [`expire`] on the latest state, unless
+//! [`Timers::superseded`] says a heartbeat renewed the session since it fired; a
+//! `Some(outcome)` is written and applied as above (a failed write [`Timers::rearm`]s the
+//! clock, a renewal winning) (causes `session-timeout` and `poll-timeout`). The clock
 //! must be the same monotonic milliseconds passed as `now_ms` to [`heartbeat()`].
 //!
 //! # Loading and unloading

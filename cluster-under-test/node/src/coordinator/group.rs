@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod classic;
+pub mod clocks;
 pub mod consumer;
 pub mod members;
 pub mod offsets;
@@ -167,7 +168,7 @@ pub struct GroupCoordinator {
     settings: GroupSettings,
     limits: Limits,
     live: LiveGroups,
-    clocks: consumer::Clocks,
+    clocks: clocks::Clocks,
 }
 
 impl std::fmt::Debug for GroupCoordinator {
@@ -197,7 +198,7 @@ impl GroupCoordinator {
             limits: settings.limits,
             settings,
             live: LiveGroups::default(),
-            clocks: consumer::Clocks::default(),
+            clocks: clocks::Clocks::default(),
         }
     }
 
@@ -419,12 +420,7 @@ impl GroupCoordinator {
         self.runtime
             .write_as(index, WRITE_TIMEOUT, how, |shard| {
                 if let Some(consumer) = shard.consumer().get(group) {
-                    consumer.validate_offset_commit(
-                        member.member_id,
-                        member.generation_id,
-                        true,
-                        0,
-                    )?;
+                    consumer.validate_txn_offset_commit(member.member_id, member.generation_id)?;
                 } else {
                     let view = live.clone().or_else(|| Self::view(shard, group));
                     txn_offsets::check_member(view.as_ref(), member)?;

@@ -444,7 +444,44 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         how: WriteAs,
         operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
     ) -> Result<R, ResponseError> {
-        let write_lock = Arc::clone(&active(&self.slots(), index)?.write_lock);
+        self.write_in(index, None, timeout, how, operation).await
+    }
+
+    /// [`CoordinatorRuntime::write`] only in the load of leader epoch `epoch`: the operation
+    /// never runs on a later load's state (a caller's in-memory companions of that load, such
+    /// as clocks, would not apply to it).
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::write`]; `NOT_COORDINATOR` when the partition is loaded in
+    /// another epoch.
+    pub async fn write_at<R>(
+        &self,
+        index: i32,
+        epoch: i32,
+        timeout: Duration,
+        operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
+    ) -> Result<R, ResponseError> {
+        self.write_in(index, Some(epoch), timeout, WriteAs::Plain, operation)
+            .await
+    }
+
+    async fn write_in<R>(
+        &self,
+        index: i32,
+        epoch: Option<i32>,
+        timeout: Duration,
+        how: WriteAs,
+        operation: impl FnOnce(&S) -> Result<(Vec<CoordinatorRecord>, R), ResponseError>,
+    ) -> Result<R, ResponseError> {
+        let write_lock = {
+            let slots = self.slots();
+            let active = active(&slots, index)?;
+            if epoch.is_some_and(|epoch| epoch != active.epoch) {
+                return Err(ResponseError::NotCoordinator);
+            }
+            // A reload makes a new lock: `prepare` refuses the operation if this one is stale.
+            Arc::clone(&active.write_lock)
+        };
         let _serialised = write_lock.lock().await;
         let (partition, tentative, records, response) =
             match self.prepare(index, &write_lock, how, operation)? {

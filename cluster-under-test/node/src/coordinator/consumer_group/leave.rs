@@ -124,6 +124,7 @@ pub fn expire(
         Expiry::Session {
             group_id,
             member_id,
+            ..
         } => (
             group_id,
             member_id,

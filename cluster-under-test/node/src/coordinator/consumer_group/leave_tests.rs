@@ -136,7 +136,8 @@ fn a_silent_member_is_fenced_at_its_session_timeout() {
         fired,
         [Expiry::Session {
             group_id: "g".into(),
-            member_id: "a".into()
+            member_id: "a".into(),
+            deadline_ms: 45_000
         }]
     );
     let outcome = expire(&shell.groups, &fired[0], &shell.topics).unwrap();

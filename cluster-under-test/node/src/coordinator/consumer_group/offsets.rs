@@ -38,6 +38,25 @@ impl ConsumerGroup {
         Ok(())
     }
 
+    /// Checks a `TxnOffsetCommit` from `member_id` at `member_epoch` (Kafka's
+    /// `OffsetMetadataManager.validateTransactionalOffsetCommit`): as a commit, but a stale
+    /// epoch answers `ILLEGAL_GENERATION`, which a transactional producer treats as an
+    /// abortable `CommitFailedException` (it knows no `STALE_MEMBER_EPOCH` there).
+    ///
+    /// # Errors
+    /// `UNKNOWN_MEMBER_ID`; `ILLEGAL_GENERATION` when the epoch is not the member's.
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        self.validate_offset_commit(member_id, member_epoch, true, 0)
+            .map_err(|error| match error {
+                ResponseError::StaleMemberEpoch => ResponseError::IllegalGeneration,
+                other => other,
+            })
+    }
+
     /// Checks an `OffsetFetch` naming `member_id` (`None` with epoch -1: the admin client).
     ///
     /// # Errors
@@ -131,6 +150,47 @@ mod tests {
             ConsumerGroup::new("g").validate_offset_commit("", -1, false, 9),
             Ok(()),
             "admin commit to an empty group"
+        );
+    }
+
+    /// Regression test: a TxnOffsetCommit at a stale epoch answered STALE_MEMBER_EPOCH,
+    /// which a transactional producer does not treat as an abortable commit failure; Kafka
+    /// answers ILLEGAL_GENERATION on the transactional path only.
+    #[test]
+    fn txn_commits_at_a_stale_epoch_are_an_illegal_generation() {
+        let group = group();
+        let cases = [
+            ("current epoch", "a", 4, Ok(())),
+            ("stale epoch", "a", 3, Err(ResponseError::IllegalGeneration)),
+            (
+                "future epoch",
+                "a",
+                5,
+                Err(ResponseError::IllegalGeneration),
+            ),
+            (
+                "unknown member",
+                "x",
+                4,
+                Err(ResponseError::UnknownMemberId),
+            ),
+        ];
+        for (name, member, epoch, expected) in cases {
+            assert_eq!(
+                group.validate_txn_offset_commit(member, epoch),
+                expected,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            ConsumerGroup::new("g").validate_txn_offset_commit("", -1),
+            Ok(()),
+            "a txn commit without a member to an empty group"
+        );
+        // The plain commit path keeps STALE_MEMBER_EPOCH.
+        assert_eq!(
+            group.validate_offset_commit("a", 3, false, 9),
+            Err(ResponseError::StaleMemberEpoch)
         );
     }
 

@@ -291,3 +291,41 @@ fn member_states_keep_their_codes() {
     }
     assert_eq!(MemberState::from_code(42), MemberState::Unknown);
 }
+
+/// An empty group's tombstones, replayed, leave no trace of it (the records a DeleteGroups
+/// and a classic join of an empty consumer group write).
+#[test]
+fn an_empty_groups_tombstones_delete_it() {
+    let mut groups = crate::coordinator::consumer_group::ConsumerGroups::default();
+    let written = [
+        ConsumerGroupRecord::GroupEpoch {
+            group_id: "g".into(),
+            epoch: Some(4),
+        },
+        ConsumerGroupRecord::SubscriptionMetadata {
+            group_id: "g".into(),
+            topics: Some(BTreeMap::new()),
+        },
+        ConsumerGroupRecord::TargetAssignmentEpoch {
+            group_id: "g".into(),
+            epoch: Some(4),
+        },
+        ConsumerGroupRecord::TargetAssignmentMember {
+            group_id: "g".into(),
+            member_id: "gone".into(),
+            partitions: Some([(topic(1), BTreeSet::from([0]))].into()),
+        },
+    ];
+    for record in &written {
+        groups.replay(record).unwrap();
+    }
+    let tombstones = groups.get("g").unwrap().tombstones();
+    assert!(matches!(
+        tombstones.last(),
+        Some(ConsumerGroupRecord::GroupEpoch { epoch: None, .. })
+    ));
+    for record in &tombstones {
+        groups.replay(record).unwrap();
+    }
+    assert!(groups.get("g").is_none(), "{groups:?}");
+}

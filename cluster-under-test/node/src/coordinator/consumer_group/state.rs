@@ -175,6 +175,38 @@ pub struct ConsumerGroups {
     pub groups: BTreeMap<String, ConsumerGroup>,
 }
 
+impl ConsumerGroup {
+    /// The records deleting this group when it has no members (Kafka's
+    /// `ConsumerGroup.createGroupTombstoneRecords`): each target assignment, the target
+    /// epoch, the subscription metadata and last the group epoch. Never its offsets: those
+    /// are the offsets code's (DeleteGroups tombstones them, a classic join keeps them).
+    pub fn tombstones(&self) -> Vec<ConsumerGroupRecord> {
+        let group_id = &self.group_id;
+        self.target
+            .keys()
+            .map(|member_id| ConsumerGroupRecord::TargetAssignmentMember {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+                partitions: None,
+            })
+            .chain([
+                ConsumerGroupRecord::TargetAssignmentEpoch {
+                    group_id: group_id.clone(),
+                    epoch: None,
+                },
+                ConsumerGroupRecord::SubscriptionMetadata {
+                    group_id: group_id.clone(),
+                    topics: None,
+                },
+                ConsumerGroupRecord::GroupEpoch {
+                    group_id: group_id.clone(),
+                    epoch: None,
+                },
+            ])
+            .collect()
+    }
+}
+
 impl ConsumerGroups {
     /// The group called `group_id`.
     pub fn get(&self, group_id: &str) -> Option<&ConsumerGroup> {

@@ -56,6 +56,8 @@ pub enum Expiry {
         group_id: String,
         /// The member.
         member_id: String,
+        /// The deadline that passed (a later one armed since supersedes it).
+        deadline_ms: i64,
     },
     /// No revocation within the rebalance timeout.
     Rebalance {
@@ -144,6 +146,48 @@ impl Timers {
         self.session.values().copied().chain(rebalance).min()
     }
 
+    /// Whether `expiry` no longer applies because its clock was re-armed since it fired: a
+    /// heartbeat renewed the member's session to a later deadline (Kafka's timer is replaced
+    /// by the renewal and never fires).
+    pub fn superseded(&self, expiry: &Expiry) -> bool {
+        match expiry {
+            Expiry::Session {
+                group_id,
+                member_id,
+                deadline_ms,
+            } => self
+                .session
+                .get(&(group_id.clone(), member_id.clone()))
+                .is_some_and(|current| current > deadline_ms),
+            Expiry::Rebalance { .. } => false,
+        }
+    }
+
+    /// Re-arms the clock of `expiry` at `deadline_ms` (its fencing could not be written),
+    /// unless the member's clock of that kind was armed again meanwhile: a renewal wins.
+    pub fn rearm(&mut self, expiry: &Expiry, deadline_ms: i64) {
+        match expiry {
+            Expiry::Session {
+                group_id,
+                member_id,
+                ..
+            } => {
+                self.session
+                    .entry((group_id.clone(), member_id.clone()))
+                    .or_insert(deadline_ms);
+            }
+            Expiry::Rebalance {
+                group_id,
+                member_id,
+                member_epoch,
+            } => {
+                self.rebalance
+                    .entry((group_id.clone(), member_id.clone()))
+                    .or_insert((*member_epoch, deadline_ms));
+            }
+        }
+    }
+
     /// Disarms and returns every clock whose deadline is at or before `now_ms`, sessions
     /// first, each in (group, member) order.
     pub fn take_expired(&mut self, now_ms: i64) -> Vec<Expiry> {
@@ -154,6 +198,7 @@ impl Timers {
                 fired.push(Expiry::Session {
                     group_id: group_id.clone(),
                     member_id: member_id.clone(),
+                    deadline_ms: *deadline,
                 });
             }
             keep
@@ -171,5 +216,71 @@ impl Timers {
                 keep
             });
         fired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(member: &str, deadline_ms: i64) -> TimerOp {
+        TimerOp::Session {
+            group_id: "g".into(),
+            member_id: member.into(),
+            deadline_ms,
+        }
+    }
+
+    /// Regression test: a session clock that fired was fenced even when a heartbeat renewed
+    /// the session between the firing and the fencing write; the renewal supersedes it.
+    #[test]
+    fn a_fired_session_is_superseded_by_a_later_renewal_only() {
+        let mut timers = Timers::default();
+        timers.apply(&[session("a", 1_000), session("b", 1_000)]);
+        let fired = timers.take_expired(1_000);
+        assert_eq!(fired.len(), 2);
+        let cases = [
+            ("no clock since it fired", None, false),
+            ("renewed to a later deadline", Some(7_000), true),
+            ("re-armed at the same deadline", Some(1_000), false),
+        ];
+        for (name, renewed, expected) in cases {
+            let mut timers = timers.clone();
+            if let Some(deadline) = renewed {
+                timers.apply(&[session("a", deadline)]);
+            }
+            assert_eq!(timers.superseded(&fired[0]), expected, "{name}");
+            assert!(!timers.superseded(&fired[1]), "{name}: b was not renewed");
+        }
+        let rebalance = Expiry::Rebalance {
+            group_id: "g".into(),
+            member_id: "a".into(),
+            member_epoch: 3,
+        };
+        assert!(!timers.superseded(&rebalance));
+    }
+
+    /// Regression test: a fencing write that failed re-armed the clock a second later even
+    /// when a heartbeat had renewed the session meanwhile, fencing a live member.
+    #[test]
+    fn a_retry_never_replaces_a_renewed_clock() {
+        let mut timers = Timers::default();
+        timers.apply(&[session("a", 1_000), session("b", 1_000)]);
+        let fired = timers.take_expired(1_000);
+        timers.apply(&[session("a", 7_000)]);
+        for expiry in &fired {
+            timers.rearm(expiry, 2_000);
+        }
+        let refired = timers.take_expired(2_000);
+        assert_eq!(
+            refired,
+            [Expiry::Session {
+                group_id: "g".into(),
+                member_id: "b".into(),
+                deadline_ms: 2_000
+            }],
+            "only b, whose session was not renewed, fires again"
+        );
+        assert_eq!(timers.next_deadline(), Some(7_000));
     }
 }

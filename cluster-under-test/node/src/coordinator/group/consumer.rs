@@ -1,51 +1,23 @@
 //! The tokio side of KIP-848 consumer groups (part of [`GroupCoordinator`]): a
 //! `ConsumerGroupHeartbeat` decided by the pure core ([`consumer_group::heartbeat`]) on the
 //! partition's latest state, its records appended as one batch through the runtime and
-//! answered once replicated; the members' clocks ([`Timers`]) of each loaded partition,
-//! armed from its committed state when it loads in a leader epoch and checked every 100 ms,
-//! an expired member fenced through the same write path ([`consumer_group::expire`]); and the
-//! last rebalance cause of each group (never in the log: kept per partition and epoch, logged
-//! as `group=.. cause=.. epoch=..`).
+//! answered once replicated (the members' clocks change with the decision: see
+//! [`super::clocks`]); describing, listing and deleting consumer groups.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
 use crate::coordinator::consumer_group::{
-    self, ConsumerGroup, ConsumerGroupRecord, Expiry, HeartbeatError, HeartbeatRequest,
-    HeartbeatResponse, TimerOp, Timers, TopicMetadata, TopicsImage,
+    self, ConsumerGroup, ConsumerGroupRecord, HeartbeatError, HeartbeatRequest, HeartbeatResponse,
+    TopicMetadata, TopicsImage,
 };
 use crate::coordinator::group::shard::{GroupShard, group_record};
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
 use crate::coordinator::txn::append_error;
 use crate::replica::now_ms;
 
-/// How often the clocks are checked.
-const TICK: Duration = Duration::from_millis(100);
-
-/// The clocks and last causes of one loaded partition, valid in one leader epoch.
-#[derive(Debug, Default)]
-pub struct PartitionClocks {
-    epoch: i32,
-    timers: Timers,
-    causes: HashMap<String, &'static str>,
-}
-
-/// Every loaded partition's clocks, by partition index.
-#[derive(Debug, Default)]
-pub struct Clocks(Mutex<HashMap<i32, PartitionClocks>>);
-
-impl Clocks {
-    fn lock(&self) -> MutexGuard<'_, HashMap<i32, PartitionClocks>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// A consumer group as ConsumerGroupDescribe, DescribeGroups and ListGroups show it.
+/// A consumer group as ConsumerGroupDescribe shows it.
 #[derive(Debug, Clone)]
 pub struct DescribedConsumer {
     /// The replayed group.
@@ -57,7 +29,7 @@ pub struct DescribedConsumer {
 }
 
 /// The group epoch `records` write for `group_id`, if they bump it.
-fn written_epoch(records: &[ConsumerGroupRecord]) -> Option<i32> {
+pub(super) fn written_epoch(records: &[ConsumerGroupRecord]) -> Option<i32> {
     records.iter().find_map(|record| match record {
         ConsumerGroupRecord::GroupEpoch { epoch, .. } => *epoch,
         _ => None,
@@ -71,16 +43,9 @@ fn error(error: ResponseError) -> HeartbeatError {
     }
 }
 
-/// What a written outcome leaves for the shell: its clock changes and its cause.
-struct Written {
-    timers: Vec<TimerOp>,
-    cause: Option<consumer_group::RebalanceCause>,
-    epoch: i32,
-}
-
 impl GroupCoordinator {
     /// The cluster's topics as the new protocol's assignors see them.
-    fn topics_image(&self) -> TopicsImage {
+    pub(super) fn topics_image(&self) -> TopicsImage {
         self.replicas
             .image()
             .topics
@@ -96,27 +61,6 @@ impl GroupCoordinator {
                 )
             })
             .collect()
-    }
-
-    /// Applies a written outcome of partition `index` (loaded in `epoch`): its clock changes
-    /// and, with a cause, the group's last cause and the log line naming it.
-    fn apply_written(&self, index: i32, epoch: i32, group_id: &str, written: Written) {
-        let mut clocks = self.clocks.lock();
-        let Some(partition) = clocks.get_mut(&index).filter(|c| c.epoch == epoch) else {
-            // Not armed yet in this epoch: the clock task arms every member from the
-            // committed state, which holds this outcome's records.
-            if let Some(cause) = &written.cause {
-                tracing::info!(group = %group_id, cause = %cause.name(), epoch = written.epoch,
-                    "consumer group rebalance");
-            }
-            return;
-        };
-        partition.timers.apply(&written.timers);
-        if let Some(cause) = written.cause {
-            tracing::info!(group = %group_id, cause = %cause.name(), epoch = written.epoch,
-                "consumer group rebalance");
-            partition.causes.insert(group_id.to_owned(), cause.name());
-        }
     }
 
     /// ConsumerGroupHeartbeat: the decision on the latest state, its records written as one
@@ -149,7 +93,7 @@ impl GroupCoordinator {
         let config = &self.settings.consumer;
         let decided = self
             .runtime
-            .write(index, WRITE_TIMEOUT, |shard: &GroupShard| {
+            .write_at(index, epoch, WRITE_TIMEOUT, |shard: &GroupShard| {
                 let mut records = Vec::new();
                 if let Some(meta) = shard.get(&group_id).and_then(|e| e.metadata.as_ref()) {
                     if !meta.members.is_empty() {
@@ -161,6 +105,10 @@ impl GroupCoordinator {
                 match consumer_group::heartbeat(shard.consumer(), &request, now, config, &topics) {
                     Err(failed) => Ok((Vec::new(), Err(failed))),
                     Ok(outcome) => {
+                        // The clocks change with the decision, whatever becomes of the write.
+                        self.with_clocks(index, epoch, shard.consumer(), |clocks| {
+                            clocks.timers.apply(&outcome.timers);
+                        });
                         records.extend(outcome.records.iter().map(ConsumerGroupRecord::encode));
                         let epoch = written_epoch(&outcome.records).unwrap_or_else(|| {
                             shard.consumer().get(&group_id).map_or(0, |g| g.group_epoch)
@@ -172,16 +120,9 @@ impl GroupCoordinator {
             .await
             .map_err(|e| error(append_error(e)))?;
         let (outcome, group_epoch) = decided?;
-        self.apply_written(
-            index,
-            epoch,
-            &group_id,
-            Written {
-                timers: outcome.timers,
-                cause: outcome.cause,
-                epoch: group_epoch,
-            },
-        );
+        if let Some(cause) = &outcome.cause {
+            self.note_cause(index, epoch, &group_id, cause, group_epoch);
+        }
         Ok(outcome.response)
     }
 
@@ -208,50 +149,11 @@ impl GroupCoordinator {
             .find_map(|m| m.subscription.server_assignor.clone())
             .or_else(|| self.settings.consumer.assignors.first().cloned())
             .unwrap_or_default();
-        let last_cause = self
-            .clocks
-            .lock()
-            .get(&index)
-            .filter(|c| c.epoch == epoch)
-            .and_then(|c| c.causes.get(group_id).copied());
+        let last_cause = self.last_cause(index, epoch, group_id);
         Ok(Some(DescribedConsumer {
             group,
             assignor,
             last_cause,
-        }))
-    }
-
-    /// DescribeGroups of a consumer group, `None` when `group_id` is not one.
-    ///
-    /// # Errors
-    /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
-    pub(crate) fn describe_consumer_as_classic(
-        &self,
-        group_id: &str,
-    ) -> Result<Option<super::members::Described>, ResponseError> {
-        use super::members::Described;
-        // A KIP-848 group, as Kafka 4 describes one to the classic API: protocol type
-        // "consumer", the assignor as protocol, members without metadata.
-        Ok(self.describe_consumer(group_id)?.map(|found| Described {
-            state: found.group.state().name(),
-            protocol_type: "consumer".to_owned(),
-            protocol: found.assignor,
-            members: found
-                .group
-                .members
-                .values()
-                .map(|m| {
-                    (
-                        m.member_id.clone(),
-                        m.subscription.instance_id.clone(),
-                        m.subscription.client_id.clone(),
-                        m.subscription.client_host.clone(),
-                        bytes::Bytes::new(),
-                        bytes::Bytes::new(),
-                    )
-                })
-                .collect(),
-            last_cause: found.last_cause,
         }))
     }
 
@@ -312,7 +214,6 @@ impl GroupCoordinator {
                 if !group.members.is_empty() {
                     return Err(ResponseError::NonEmptyGroup);
                 }
-                let id = group_id.to_owned();
                 let mut records: Vec<_> = shard
                     .get(group_id)
                     .map(|entry| {
@@ -325,34 +226,56 @@ impl GroupCoordinator {
                             .collect()
                     })
                     .unwrap_or_default();
-                let tombstones = group
-                    .target
-                    .keys()
-                    .map(|member_id| ConsumerGroupRecord::TargetAssignmentMember {
-                        group_id: id.clone(),
-                        member_id: member_id.clone(),
-                        partitions: None,
-                    })
-                    .chain([
-                        ConsumerGroupRecord::TargetAssignmentEpoch {
-                            group_id: id.clone(),
-                            epoch: None,
-                        },
-                        ConsumerGroupRecord::SubscriptionMetadata {
-                            group_id: id.clone(),
-                            topics: None,
-                        },
-                        ConsumerGroupRecord::GroupEpoch {
-                            group_id: id.clone(),
-                            epoch: None,
-                        },
-                    ]);
-                records.extend(tombstones.map(|record| record.encode()));
+                records.extend(group.tombstones().iter().map(ConsumerGroupRecord::encode));
                 Ok((records, ()))
             })
             .await
             .map_err(append_error)?;
         tracing::info!(group = group_id, "consumer group deleted");
+        Ok(())
+    }
+
+    /// Before a classic JoinGroup: an empty consumer group of that id is tombstoned (not its
+    /// offsets), decided on the partition's latest state, and answered once replicated.
+    ///
+    /// # Errors
+    /// `INCONSISTENT_GROUP_PROTOCOL` when the consumer group has members; the runtime's and
+    /// the write's.
+    pub(crate) async fn delete_empty_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<(), ResponseError> {
+        let index = self.partition_of(group_id);
+        if self
+            .runtime
+            .read(index, |shard| shard.consumer().get(group_id).is_none())?
+        {
+            return Ok(());
+        }
+        let deleted = self
+            .runtime
+            .write(index, WRITE_TIMEOUT, |shard: &GroupShard| {
+                let Some(group) = shard.consumer().get(group_id) else {
+                    return Ok((Vec::new(), false));
+                };
+                if !group.members.is_empty() {
+                    return Err(ResponseError::InconsistentGroupProtocol);
+                }
+                let records = group
+                    .tombstones()
+                    .iter()
+                    .map(ConsumerGroupRecord::encode)
+                    .collect();
+                Ok((records, true))
+            })
+            .await
+            .map_err(append_error)?;
+        if deleted {
+            tracing::info!(
+                group = group_id,
+                "empty consumer group deleted for a classic join"
+            );
+        }
         Ok(())
     }
 
@@ -373,146 +296,6 @@ impl GroupCoordinator {
                 group.validate_offset_fetch(member_id, member_epoch)
             })
         })?
-    }
-
-    /// The new protocol's clocks: every 100 ms, arms the clocks of each partition newly
-    /// loaded (every member's session from now, as Kafka does; its groups with members are
-    /// logged `coordinator-moved`), drops those of partitions no longer served, and fences
-    /// every member whose clock fired.
-    pub(crate) async fn run_consumer_clocks(self: Arc<Self>) {
-        let mut interval = tokio::time::interval(TICK);
-        loop {
-            interval.tick().await;
-            let now = now_ms();
-            let mut fired = Vec::new();
-            for index in 0..self.settings.partitions {
-                let Ok(epoch) = self.runtime.loaded_epoch(index) else {
-                    self.clocks.lock().remove(&index);
-                    continue;
-                };
-                let armed = self
-                    .clocks
-                    .lock()
-                    .get(&index)
-                    .is_some_and(|c| c.epoch == epoch);
-                if !armed {
-                    let session = self.settings.consumer.session_timeout_ms;
-                    let Ok((timers, moved)) = self.runtime.read(index, |shard| {
-                        let mut timers = Timers::default();
-                        timers.on_loaded(shard.consumer(), now, session);
-                        let moved: Vec<(String, i32)> = shard
-                            .consumer()
-                            .groups
-                            .values()
-                            .filter(|g| !g.members.is_empty())
-                            .map(|g| (g.group_id.clone(), g.group_epoch))
-                            .collect();
-                        (timers, moved)
-                    }) else {
-                        continue;
-                    };
-                    let mut causes = HashMap::new();
-                    for (group, group_epoch) in moved {
-                        tracing::info!(group = %group, cause = %"coordinator-moved",
-                            epoch = group_epoch, leader_epoch = epoch,
-                            "consumer group loaded by a new coordinator");
-                        causes.insert(group, "coordinator-moved");
-                    }
-                    self.clocks.lock().insert(
-                        index,
-                        PartitionClocks {
-                            epoch,
-                            timers,
-                            causes,
-                        },
-                    );
-                }
-                let mut clocks = self.clocks.lock();
-                if let Some(partition) = clocks.get_mut(&index)
-                    && partition.timers.next_deadline().is_some_and(|d| d <= now)
-                {
-                    for expiry in partition.timers.take_expired(now) {
-                        fired.push((index, epoch, expiry));
-                    }
-                }
-            }
-            for (index, epoch, expiry) in fired {
-                let coordinator = Arc::clone(&self);
-                tokio::spawn(async move { coordinator.fence_expired(index, epoch, expiry).await });
-            }
-        }
-    }
-
-    /// Fences the member whose clock fired, if the clock still applies; a failed write
-    /// re-arms the clock a second later.
-    async fn fence_expired(&self, index: i32, epoch: i32, expiry: Expiry) {
-        let topics = self.topics_image();
-        let written = self
-            .runtime
-            .write(index, WRITE_TIMEOUT, |shard: &GroupShard| {
-                let Some(outcome) = consumer_group::expire(shard.consumer(), &expiry, &topics)
-                else {
-                    return Ok((Vec::new(), None));
-                };
-                let records = outcome
-                    .records
-                    .iter()
-                    .map(ConsumerGroupRecord::encode)
-                    .collect();
-                let epoch = written_epoch(&outcome.records).unwrap_or_default();
-                Ok((records, Some((outcome.timers, outcome.cause, epoch))))
-            })
-            .await;
-        let group_id = match &expiry {
-            Expiry::Session { group_id, .. } | Expiry::Rebalance { group_id, .. } => {
-                group_id.clone()
-            }
-        };
-        match written {
-            Ok(None) => {}
-            Ok(Some((timers, cause, group_epoch))) => self.apply_written(
-                index,
-                epoch,
-                &group_id,
-                Written {
-                    timers,
-                    cause,
-                    epoch: group_epoch,
-                },
-            ),
-            Err(failed) => {
-                tracing::warn!(group = %group_id, error = ?failed, "fencing an expired member failed");
-                let retry = now_ms() + 1_000;
-                let op = match expiry {
-                    Expiry::Session {
-                        group_id,
-                        member_id,
-                    } => TimerOp::Session {
-                        group_id,
-                        member_id,
-                        deadline_ms: retry,
-                    },
-                    Expiry::Rebalance {
-                        group_id,
-                        member_id,
-                        member_epoch,
-                    } => TimerOp::Rebalance {
-                        group_id,
-                        member_id,
-                        member_epoch,
-                        deadline_ms: retry,
-                    },
-                };
-                if let Some(partition) = self
-                    .clocks
-                    .lock()
-                    .get_mut(&index)
-                    .filter(|c| c.epoch == epoch)
-                {
-                    partition.timers.apply(&[op]);
-                }
-            }
-        }
     }
 }
 

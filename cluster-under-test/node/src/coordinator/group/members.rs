@@ -277,18 +277,15 @@ impl GroupCoordinator {
         request: JoinRequest,
     ) -> Result<JoinReply, ResponseError> {
         // A KIP-848 group with members is not joined by a classic member (Kafka's migration
-        // path is not supported).
-        let index = self.partition_of(group_id);
-        if self.runtime.read(index, |shard| {
-            shard
-                .consumer()
-                .get(group_id)
-                .is_some_and(|group| !group.members.is_empty())
-        })? {
-            return Ok(JoinReply::error(
-                ResponseError::InconsistentGroupProtocol,
-                &request.member_id,
-            ));
+        // path is not supported); an empty one is deleted first, its offsets kept (Kafka's
+        // `maybeDeleteEmptyConsumerGroup`), so the id is a classic group's alone.
+        if let Err(refused) = self.delete_empty_consumer_group(group_id).await {
+            return match refused {
+                ResponseError::InconsistentGroupProtocol => {
+                    Ok(JoinReply::error(refused, &request.member_id))
+                }
+                other => Err(other),
+            };
         }
         let joining = request.joining_id();
         let (release, own, waiter) = self.with_group(group_id, |live, now| {
@@ -456,14 +453,16 @@ pub fn state_name(state: crate::coordinator::group::txn_offsets::GroupState) -> 
 }
 
 impl GroupCoordinator {
-    /// DescribeGroups of one group: `None` for a group this coordinator does not have (Kafka
-    /// answers it as Dead).
+    /// DescribeGroups of one group: `None` for a group this coordinator does not have as a
+    /// classic group (Kafka answers it as Dead), a KIP-848 consumer group included: Kafka's
+    /// `describeGroups` asks `classicGroup()`, which fails for a consumer group, so the
+    /// classic API describes one as Dead with no members.
     ///
     /// # Errors
     /// `NOT_COORDINATOR`, `COORDINATOR_LOAD_IN_PROGRESS`.
     pub fn describe(&self, group_id: &str) -> Result<Option<Described>, ResponseError> {
-        if let Some(described) = self.describe_consumer_as_classic(group_id)? {
-            return Ok(Some(described));
+        if self.consumer_subscriptions(group_id)?.is_some() {
+            return Ok(None);
         }
         let index = self.partition_of(group_id);
         let known = self
