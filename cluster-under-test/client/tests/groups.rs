@@ -1,11 +1,12 @@
 //! Classic consumer groups of logjam-client against a real `logjam-node` process: two members
 //! split the partitions, a leaver's partitions move, a newcomer resumes from committed
 //! offsets, the poll clock makes a member leave and rejoin, a static member restarts without a
-//! rebalance, and cooperative-sticky keeps the partitions that did not move.
+//! rebalance, cooperative-sticky keeps the partitions that did not move, and a newcomer
+//! waits for a pending transactional offset commit instead of resetting.
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::NodeProcess;
 use logjam_client::consumer::group::{RebalanceCause, RebalanceEvent};
-use logjam_client::{Admin, Consumer, NewTopic, Producer, ProducerRecord, TopicPartition};
+use logjam_client::{
+    Admin, Consumer, ConsumerGroupMetadata, NewTopic, Offset, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 const NODE: &str = "group.initial.rebalance.delay.ms=0\noffsets.topic.replication.factor=1\n\
                     offsets.topic.num.partitions=3\ngroup.min.session.timeout.ms=1000";
@@ -340,4 +344,59 @@ async fn committed_reads_the_groups_offsets_without_joining() {
         "the reader never joined"
     );
     consumer.close().await.unwrap();
+}
+
+/// A new member whose partition has a transactional offset commit pending (its marker not yet
+/// written: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT) waits for it,
+/// poll after poll, instead of falling back to `auto.offset.reset`; once the transaction
+/// commits it starts exactly at the committed offset (issue 16: the eos workload's new owner
+/// started at 0 after its predecessor had committed 500).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_waits_for_a_pending_transactional_commit_instead_of_resetting() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        format!("{NODE}\ntransaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=3");
+    let node = NodeProcess::start(dir.path(), &config);
+    setup(&node, "pending", 1, 20).await;
+    let tp = TopicPartition::new("pending", 0);
+    let producer = Producer::from_properties([
+        ("bootstrap.servers", node.bootstrap().as_str()),
+        ("transactional.id", "pending-txn"),
+    ])
+    .unwrap();
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    let offsets = BTreeMap::from([(tp.clone(), Offset(12))]);
+    producer
+        .send_offsets_to_transaction(&offsets, &ConsumerGroupMetadata::new("g-pending"))
+        .await
+        .unwrap();
+    let mut member = consumer(&node, "g-pending", &[("enable.auto.commit", "false")]);
+    member.subscribe(["pending"]).unwrap();
+    // Short polls: each is cut off while the offset is still unstable.
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let records = member.poll(Duration::from_millis(300)).await.unwrap();
+        let offsets: Vec<i64> = records.iter().map(|r| r.offset.0).collect();
+        assert!(
+            offsets.is_empty(),
+            "read {offsets:?} while the committed offset was pending"
+        );
+    }
+    assert_eq!(member.assignment(), vec![tp.clone()], "the member joined");
+    assert_eq!(
+        member.position(&tp),
+        None,
+        "no position before the group answers"
+    );
+    producer.commit_transaction().await.unwrap();
+    let mut read = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while read.len() < 8 && tokio::time::Instant::now() < deadline {
+        let records = member.poll(Duration::from_millis(300)).await.unwrap();
+        read.extend(records.iter().map(|r| r.offset.0));
+    }
+    assert_eq!(read, (12..20).collect::<Vec<i64>>());
+    producer.close().await;
+    member.close().await.unwrap();
 }
