@@ -351,8 +351,9 @@ async fn committed_reads_the_groups_offsets_without_joining() {
 /// poll after poll, instead of falling back to `auto.offset.reset`; once the transaction
 /// commits it starts exactly at the committed offset (issue 16: the eos workload's new owner
 /// started at 0 after its predecessor had committed 500).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_member_waits_for_a_pending_transactional_commit_instead_of_resetting() {
+/// Two ways the one OffsetFetch after SyncGroup used to be lost: cut off by a short poll's
+/// deadline, or given up on after `request.timeout.ms` of UNSTABLE_OFFSET_COMMIT answers.
+async fn waits_for_a_pending_commit(group: &str, poll_ms: u64, request_timeout_ms: &str) {
     let dir = tempfile::tempdir().unwrap();
     let config =
         format!("{NODE}\ntransaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=3");
@@ -361,22 +362,31 @@ async fn a_new_member_waits_for_a_pending_transactional_commit_instead_of_resett
     let tp = TopicPartition::new("pending", 0);
     let producer = Producer::from_properties([
         ("bootstrap.servers", node.bootstrap().as_str()),
-        ("transactional.id", "pending-txn"),
+        ("transactional.id", group),
     ])
     .unwrap();
     producer.init_transactions().await.unwrap();
     producer.begin_transaction().unwrap();
     let offsets = BTreeMap::from([(tp.clone(), Offset(12))]);
     producer
-        .send_offsets_to_transaction(&offsets, &ConsumerGroupMetadata::new("g-pending"))
+        .send_offsets_to_transaction(&offsets, &ConsumerGroupMetadata::new(group))
         .await
         .unwrap();
-    let mut member = consumer(&node, "g-pending", &[("enable.auto.commit", "false")]);
+    let mut member = consumer(
+        &node,
+        group,
+        &[
+            ("enable.auto.commit", "false"),
+            ("request.timeout.ms", request_timeout_ms),
+        ],
+    );
     member.subscribe(["pending"]).unwrap();
-    // Short polls: each is cut off while the offset is still unstable.
     let until = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < until {
-        let records = member.poll(Duration::from_millis(300)).await.unwrap();
+        let records = member
+            .poll(Duration::from_millis(poll_ms))
+            .await
+            .unwrap_or_else(|e| panic!("poll failed while the committed offset was pending: {e}"));
         let offsets: Vec<i64> = records.iter().map(|r| r.offset.0).collect();
         assert!(
             offsets.is_empty(),
@@ -393,10 +403,20 @@ async fn a_new_member_waits_for_a_pending_transactional_commit_instead_of_resett
     let mut read = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while read.len() < 8 && tokio::time::Instant::now() < deadline {
-        let records = member.poll(Duration::from_millis(300)).await.unwrap();
+        let records = member.poll(Duration::from_millis(poll_ms)).await.unwrap();
         read.extend(records.iter().map(|r| r.offset.0));
     }
     assert_eq!(read, (12..20).collect::<Vec<i64>>());
     producer.close().await;
     member.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_waits_for_a_pending_transactional_commit_across_short_polls() {
+    waits_for_a_pending_commit("g-pending-short-polls", 300, "30000").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_waits_for_a_pending_transactional_commit_past_the_request_timeout() {
+    waits_for_a_pending_commit("g-pending-request-timeout", 1500, "500").await;
 }
