@@ -96,6 +96,9 @@ struct PartitionState {
     last_record_epoch: Option<LeaderEpoch>,
     /// The leader epoch the position was validated against.
     validated_epoch: Option<LeaderEpoch>,
+    /// A group assigned the partition and its committed offset has not been fetched yet
+    /// (Java's `INITIALIZING`): no reset to `auto.offset.reset` until the group answered.
+    awaiting_committed: bool,
 }
 
 /// A consumer with manual assignment.
@@ -172,6 +175,7 @@ impl Consumer {
             .ok_or_else(|| Error::NotAssigned {
                 partition: partition.clone(),
             })?;
+        state.awaiting_committed = false;
         match to {
             SeekTo::Offset(offset) => {
                 state.position = Some(offset);

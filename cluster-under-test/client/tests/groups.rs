@@ -1,11 +1,12 @@
 //! Classic consumer groups of logjam-client against a real `logjam-node` process: two members
 //! split the partitions, a leaver's partitions move, a newcomer resumes from committed
 //! offsets, the poll clock makes a member leave and rejoin, a static member restarts without a
-//! rebalance, and cooperative-sticky keeps the partitions that did not move.
+//! rebalance, cooperative-sticky keeps the partitions that did not move, and a newcomer
+//! waits for a pending transactional offset commit instead of resetting.
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::NodeProcess;
 use logjam_client::consumer::group::{RebalanceCause, RebalanceEvent};
-use logjam_client::{Admin, Consumer, NewTopic, Producer, ProducerRecord, TopicPartition};
+use logjam_client::{
+    Admin, Consumer, ConsumerGroupMetadata, NewTopic, Offset, Producer, ProducerRecord,
+    TopicPartition,
+};
 
 const NODE: &str = "group.initial.rebalance.delay.ms=0\noffsets.topic.replication.factor=1\n\
                     offsets.topic.num.partitions=3\ngroup.min.session.timeout.ms=1000";
@@ -340,4 +344,79 @@ async fn committed_reads_the_groups_offsets_without_joining() {
         "the reader never joined"
     );
     consumer.close().await.unwrap();
+}
+
+/// A new member whose partition has a transactional offset commit pending (its marker not yet
+/// written: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT) waits for it,
+/// poll after poll, instead of falling back to `auto.offset.reset`; once the transaction
+/// commits it starts exactly at the committed offset (issue 16: the eos workload's new owner
+/// started at 0 after its predecessor had committed 500).
+/// Two ways the one OffsetFetch after SyncGroup used to be lost: cut off by a short poll's
+/// deadline, or given up on after `request.timeout.ms` of UNSTABLE_OFFSET_COMMIT answers.
+async fn waits_for_a_pending_commit(group: &str, poll_ms: u64, request_timeout_ms: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        format!("{NODE}\ntransaction.state.log.min.isr=1\ntransaction.state.log.num.partitions=3");
+    let node = NodeProcess::start(dir.path(), &config);
+    setup(&node, "pending", 1, 20).await;
+    let tp = TopicPartition::new("pending", 0);
+    let producer = Producer::from_properties([
+        ("bootstrap.servers", node.bootstrap().as_str()),
+        ("transactional.id", group),
+    ])
+    .unwrap();
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    let offsets = BTreeMap::from([(tp.clone(), Offset(12))]);
+    producer
+        .send_offsets_to_transaction(&offsets, &ConsumerGroupMetadata::new(group))
+        .await
+        .unwrap();
+    let mut member = consumer(
+        &node,
+        group,
+        &[
+            ("enable.auto.commit", "false"),
+            ("request.timeout.ms", request_timeout_ms),
+        ],
+    );
+    member.subscribe(["pending"]).unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let records = member
+            .poll(Duration::from_millis(poll_ms))
+            .await
+            .unwrap_or_else(|e| panic!("poll failed while the committed offset was pending: {e}"));
+        let offsets: Vec<i64> = records.iter().map(|r| r.offset.0).collect();
+        assert!(
+            offsets.is_empty(),
+            "read {offsets:?} while the committed offset was pending"
+        );
+    }
+    assert_eq!(member.assignment(), vec![tp.clone()], "the member joined");
+    assert_eq!(
+        member.position(&tp),
+        None,
+        "no position before the group answers"
+    );
+    producer.commit_transaction().await.unwrap();
+    let mut read = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while read.len() < 8 && tokio::time::Instant::now() < deadline {
+        let records = member.poll(Duration::from_millis(poll_ms)).await.unwrap();
+        read.extend(records.iter().map(|r| r.offset.0));
+    }
+    assert_eq!(read, (12..20).collect::<Vec<i64>>());
+    producer.close().await;
+    member.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_waits_for_a_pending_transactional_commit_across_short_polls() {
+    waits_for_a_pending_commit("g-pending-short-polls", 300, "30000").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_waits_for_a_pending_transactional_commit_past_the_request_timeout() {
+    waits_for_a_pending_commit("g-pending-request-timeout", 1500, "500").await;
 }

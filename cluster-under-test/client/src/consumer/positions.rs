@@ -47,7 +47,8 @@ impl Consumer {
         let policy = self.config.auto_offset_reset;
         let mut wanted: Vec<(TopicPartition, i64)> = Vec::new();
         for (tp, state) in &self.partitions {
-            if state.position.is_some() {
+            // A group's committed offset, not the reset policy, decides where it starts.
+            if state.position.is_some() || state.awaiting_committed {
                 continue;
             }
             let target = match (state.reset, policy) {

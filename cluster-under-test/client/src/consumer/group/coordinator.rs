@@ -25,7 +25,7 @@ use super::offsets;
 use super::protocol::{self, CONSUMER_PROTOCOL_VERSION, Subscription};
 use crate::config::{AssignmentStrategy, ConfigError, GroupConfig};
 use crate::connection::Connection;
-use crate::consumer::{Consumer, SeekTo};
+use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, TopicPartition};
 
@@ -221,6 +221,13 @@ impl Consumer {
                 Ok(result) => result?,
                 Err(_) => tracing::debug!("join not finished by the poll's deadline"),
             }
+        }
+        // Cut off at the deadline, it changed nothing: the next poll asks again.
+        if tokio::time::timeout_at(deadline, self.refresh_committed())
+            .await
+            .is_err()
+        {
+            tracing::debug!("committed offsets not fetched by the poll's deadline");
         }
         self.maybe_auto_commit().await;
         Ok(())
@@ -436,18 +443,12 @@ impl Consumer {
         group.publish();
         let owned: Vec<TopicPartition> = group.member.owned.iter().cloned().collect();
         self.assign(owned);
-        if !added.is_empty() {
-            let group = self.group.as_ref().ok_or(Error::Closed)?;
-            let committed = offsets::fetch_committed(
-                connection,
-                &group.group_id,
-                &added,
-                self.config.request_timeout,
-                backoff,
-            )
-            .await?;
-            for (tp, offset) in committed {
-                self.seek(&tp, SeekTo::Offset(offset))?;
+        // Where the new partitions start is asked at every poll until the group answers
+        // (`refresh_committed`): a join cut off by the poll's deadline or an unstable offset
+        // of a pending transaction must not leave them to `auto.offset.reset`.
+        for tp in &added {
+            if let Some(state) = self.partitions.get_mut(tp) {
+                state.awaiting_committed = true;
             }
         }
         let group = self.group.as_mut().ok_or(Error::Closed)?;
@@ -461,6 +462,66 @@ impl Consumer {
             group.beat.clone(),
         )));
         Ok(Some(()))
+    }
+
+    /// Java's `refreshCommittedOffsetsIfNeeded`: the committed offsets of assigned partitions
+    /// still awaiting them become their positions; a partition the group has no offset for
+    /// falls back to `auto.offset.reset`. Any error (UNSTABLE_OFFSET_COMMIT past the request
+    /// timeout, the coordinator moved) leaves them awaiting, for the next poll.
+    async fn refresh_committed(&mut self) {
+        let awaiting: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(_, state)| state.awaiting_committed)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if awaiting.is_empty() {
+            return;
+        }
+        let fetched = match self.group_coordinator().await {
+            Ok(connection) => match self.group.as_ref() {
+                Some(group) => {
+                    offsets::fetch_committed(
+                        &connection,
+                        &group.group_id,
+                        &awaiting,
+                        self.config.request_timeout,
+                        self.config.retry_backoff,
+                    )
+                    .await
+                }
+                None => return,
+            },
+            Err(error) => Err(error),
+        };
+        let committed = match fetched {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::debug!(%error, "committed offsets not fetched; asking again");
+                if let Some(group) = self.group.as_mut()
+                    && !matches!(error, Error::Broker { code: 88 | 14, .. })
+                {
+                    group.coordinator = None;
+                }
+                tokio::time::sleep(self.config.retry_backoff).await;
+                return;
+            }
+        };
+        for tp in awaiting {
+            // Still assigned and still awaiting: a rebalance or seek meanwhile decided.
+            let Some(state) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            if !state.awaiting_committed {
+                continue;
+            }
+            state.awaiting_committed = false;
+            if let Some(offset) = committed.get(&tp) {
+                state.position = Some(*offset);
+                state.reset = None;
+                state.last_record_epoch = None;
+            }
+        }
     }
 
     /// Acts on a JoinGroup/SyncGroup error code: true to go on, false to repeat the round.
