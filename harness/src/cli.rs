@@ -45,6 +45,9 @@ pub enum Command {
     /// The built-in cluster for manual use.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// One consumer-group member as a process of its own (started by a run's member pool).
+    #[command(hide = true)]
+    Member(crate::member::MemberArgs),
 }
 
 /// `logjam cluster` subcommands.
@@ -177,6 +180,36 @@ pub struct RunArgs {
     /// The logjam-node binary (default: beside this executable).
     #[arg(long)]
     pub node_binary: Option<PathBuf>,
+    /// Consumer-group members as processes of their own, beside the workload.
+    #[command(flatten)]
+    pub members: MemberOptions,
+}
+
+/// The run's member pool: consumer-group members as OS processes (`logjam member`) in the
+/// group `logjam-members`, subscribed to the workload's topic for the whole workload phase,
+/// so the timeline can pause (SIGSTOP), kill and restart them (`member-pause m1`,
+/// `member-restart all`, ...), and the run reports every rebalance their coordinator started,
+/// with its cause (`rebalances.json`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct MemberOptions {
+    /// Members in the pool (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub members: u32,
+    /// A member consumer property, `key=value`, repeatable (session.timeout.ms,
+    /// max.poll.interval.ms, max.poll.records, group.protocol, ...).
+    #[arg(long = "member-set", value_name = "KEY=VALUE")]
+    pub member_set: Vec<String>,
+    /// Milliseconds each member spends processing each record it polled, before its next
+    /// poll (what the poll clock, max.poll.interval.ms, measures).
+    #[arg(long, default_value_t = 0)]
+    pub member_process_ms: u64,
+    /// Give every member a `group.instance.id` (static membership), kept across restarts.
+    #[arg(long)]
+    pub static_members: bool,
+    /// Seconds after the workload starts during which rebalances are the group forming and
+    /// are not counted as caused by what the run did.
+    #[arg(long, default_value_t = 10)]
+    pub members_settle: u64,
 }
 
 /// Arguments of `logjam matrix`.

@@ -148,7 +148,8 @@ pub fn parse_setting(setting: &str) -> anyhow::Result<(String, String)> {
 }
 
 /// Kills what a harness that was itself killed left behind under `root`: `logjam-node`
-/// processes whose config lies under `root` and whose parent is no longer a `logjam` harness.
+/// processes whose config lies under `root`, and member processes (`logjam member`), whose
+/// parent is no longer a `logjam` harness.
 /// (Namespaces, links, rules and mounts need no sweep: they live in the dead harness's
 /// sandbox and went with it.) Returns the process ids killed.
 pub fn sweep_leftovers(root: &Path) -> Vec<i32> {
@@ -182,7 +183,12 @@ pub fn sweep_leftovers(root: &Path) -> Vec<i32> {
             .position(|arg| arg == "--config")
             .and_then(|at| args.get(at + 1))
             .and_then(|config| Path::new(config).canonicalize().ok());
-        if !is_node || !config.is_some_and(|config| config.starts_with(&root)) {
+        // A pool member (`logjam member`) of any run: it only lives under its harness.
+        let is_member = args
+            .first()
+            .is_some_and(|program| program.ends_with("logjam"))
+            && args.get(1).is_some_and(|command| command == "member");
+        if !is_member && (!is_node || !config.is_some_and(|config| config.starts_with(&root))) {
             continue;
         }
         let parent = std::fs::read_to_string(entry.path().join("stat"))

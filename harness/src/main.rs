@@ -2,7 +2,9 @@
 //! of them: 0 valid, 1 invalid, 2 unknown, 3 the harness itself failed (bad input, a bug, a
 //! missing tool), so a script can never mistake a broken harness for a verdict.
 
-use logjam::{check, cli, cluster, error_text, lab, matrix, nightly, report, run, scenario};
+use logjam::{
+    check, cli, cluster, error_text, lab, matrix, member, nightly, report, run, scenario,
+};
 
 use std::process::ExitCode;
 
@@ -22,7 +24,9 @@ fn main() -> ExitCode {
         cli::Command::Check(_)
         | cli::Command::Report(_)
         | cli::Command::Matrix(_)
-        | cli::Command::Nightly(_) => None,
+        | cli::Command::Nightly(_)
+        // A member is a child of a run, inside that run's sandbox already.
+        | cli::Command::Member(_) => None,
     };
     let privilege = match sandbox.map(lab::sandbox::enter) {
         None => None,
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         cli::Command::Scenario(args) => scenario::run(&args, privilege),
         cli::Command::Nightly(args) => nightly::run(&args),
         cli::Command::Cluster(cli::ClusterCommand::Up(args)) => cluster::up(&args),
+        cli::Command::Member(args) => member::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -14,6 +14,11 @@
 //! rate         50           # client ops per second (default 50)
 //! concurrency  4            # client processes (default 4)
 //! set          min.insync.replicas=1      # any `logjam run --set`, repeatable
+//! members      3            # a member pool (`logjam run --members`; default 0)
+//! member-set   session.timeout.ms=6000    # a member consumer property, repeatable
+//! member-process-ms 200     # members' processing time per record polled
+//! members-settle 10         # seconds of the group forming, not counted (default 10)
+//! static-members            # members get a group.instance.id
 //! expect       lost                       # repeatable; all must hold
 //! 3   cut leader:0/followers:0
 //! 12  kill leader:0
@@ -24,7 +29,12 @@
 //! (a partition had no leader for a while), `refused` (a write was refused with
 //! NOT_ENOUGH_REPLICAS), `valid` / `invalid` (the checkers' verdict), `anomaly:<kind>` (the
 //! checkers report that kind, e.g. `anomaly:duplicate`), `retried` (producer workload: an
-//! acknowledged send's batch took more than one produce request).
+//! acknowledged send's batch took more than one produce request); with a member pool,
+//! `cause:<cause>` (its coordinator started a rebalance with that cause after the group settled,
+//! or for `coordinator-moved` a new coordinator loaded the group), `no-rebalance` (none after
+//! the group settled), `rebalances:<n>` (at least n after it settled) and `offsets-survive` (members that took partitions over after a node
+//! fault on the coordinator started from the offsets committed before it). A scenario with a
+//! member pool may have no steps: its settings alone can be what it shows.
 //!
 //! The exit code says whether the scenario showed what it expects: 0 yes, 1 no, 3 the harness
 //! failed. The run is stored like any other, with `scenario.json` beside its report.
@@ -77,6 +87,46 @@ const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/retry-reorder-idempotent.scn"),
     ),
     (
+        "rebalance-session-timeout",
+        include_str!("../scenarios/rebalance-session-timeout.scn"),
+    ),
+    (
+        "rebalance-session-timeout-longer",
+        include_str!("../scenarios/rebalance-session-timeout-longer.scn"),
+    ),
+    (
+        "rebalance-poll-timeout",
+        include_str!("../scenarios/rebalance-poll-timeout.scn"),
+    ),
+    (
+        "rebalance-poll-timeout-fewer-records",
+        include_str!("../scenarios/rebalance-poll-timeout-fewer-records.scn"),
+    ),
+    (
+        "rebalance-poll-timeout-longer-session",
+        include_str!("../scenarios/rebalance-poll-timeout-longer-session.scn"),
+    ),
+    (
+        "rebalance-rolling-restart",
+        include_str!("../scenarios/rebalance-rolling-restart.scn"),
+    ),
+    (
+        "rebalance-rolling-restart-static",
+        include_str!("../scenarios/rebalance-rolling-restart-static.scn"),
+    ),
+    (
+        "rebalance-coordinator-moved",
+        include_str!("../scenarios/rebalance-coordinator-moved.scn"),
+    ),
+    (
+        "rebalance-partition-added",
+        include_str!("../scenarios/rebalance-partition-added.scn"),
+    ),
+    (
+        "rebalance-other-node-killed",
+        include_str!("../scenarios/rebalance-other-node-killed.scn"),
+    ),
+    (
         "canary-ack-before-replication",
         include_str!("../scenarios/canary-ack-before-replication.scn"),
     ),
@@ -120,12 +170,29 @@ pub enum Expectation {
     /// At least one acknowledged send was retried (producer workload: its batch took more
     /// than one produce request), so a fault really hit sends in flight.
     Retried,
+    /// The member pool's coordinator logged this cause after the group settled
+    /// (`cause:session-timeout`): a rebalance it started, or for `coordinator-moved` also a
+    /// load of the group by a new coordinator.
+    Cause(String),
+    /// The member pool's coordinator started no rebalance after the group settled.
+    NoRebalance,
+    /// It started at least this many after the group settled (`rebalances:3`).
+    Rebalances(u64),
+    /// Every offset the members committed before the node fault on the coordinator was still
+    /// committed at the end.
+    OffsetsSurvive,
 }
 
 impl Expectation {
     fn parse(word: &str) -> Option<Expectation> {
         if let Some(kind) = word.strip_prefix("anomaly:") {
             return Some(Expectation::Anomaly(kind.to_owned()));
+        }
+        if let Some(cause) = word.strip_prefix("cause:") {
+            return Some(Expectation::Cause(cause.to_owned()));
+        }
+        if let Some(count) = word.strip_prefix("rebalances:") {
+            return count.parse().ok().map(Expectation::Rebalances);
         }
         Some(match word {
             "lost" => Expectation::Lost,
@@ -136,6 +203,8 @@ impl Expectation {
             "valid" => Expectation::Valid,
             "invalid" => Expectation::Invalid,
             "retried" => Expectation::Retried,
+            "no-rebalance" => Expectation::NoRebalance,
+            "offsets-survive" => Expectation::OffsetsSurvive,
             _ => return None,
         })
     }
@@ -143,6 +212,10 @@ impl Expectation {
     fn name(&self) -> String {
         let name = match self {
             Expectation::Anomaly(kind) => return format!("anomaly:{kind}"),
+            Expectation::Cause(cause) => return format!("cause:{cause}"),
+            Expectation::Rebalances(count) => return format!("rebalances:{count}"),
+            Expectation::NoRebalance => "no-rebalance",
+            Expectation::OffsetsSurvive => "offsets-survive",
             Expectation::Lost => "lost",
             Expectation::NoLoss => "no-loss",
             Expectation::UncleanElection => "unclean-election",
@@ -171,6 +244,7 @@ pub struct Scenario {
     rate: f64,
     concurrency: u32,
     settings: Vec<String>,
+    members: crate::cli::MemberOptions,
     /// What the run must show.
     pub expect: Vec<Expectation>,
     steps: Vec<Step>,
@@ -192,6 +266,10 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
         rate: 50.0,
         concurrency: 4,
         settings: Vec::new(),
+        members: crate::cli::MemberOptions {
+            members_settle: 10,
+            ..Default::default()
+        },
         expect: Vec::new(),
         steps: Vec::new(),
     };
@@ -235,32 +313,49 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
             "time-limit" => scenario.time_limit = number("seconds")?,
             "rate" => scenario.rate = number("operations per second")? as f64,
             "concurrency" => scenario.concurrency = number("a client count")? as u32,
-            "set" => {
+            "set" | "member-set" => {
                 if !value.contains('=') {
-                    bail!("{name} line {line}: `set` needs key=value, got `{value}`");
+                    bail!("{name} line {line}: `{directive}` needs key=value, got `{value}`");
                 }
-                scenario.settings.push(value.to_owned());
+                if directive == "set" {
+                    scenario.settings.push(value.to_owned());
+                } else {
+                    scenario.members.member_set.push(value.to_owned());
+                }
             }
+            "members" => scenario.members.members = number("a member count")? as u32,
+            "member-process-ms" => {
+                scenario.members.member_process_ms = number("milliseconds per record")?;
+            }
+            "members-settle" => scenario.members.members_settle = number("seconds")?,
+            "static-members" => scenario.members.static_members = true,
             "expect" => scenario
                 .expect
                 .push(Expectation::parse(value).with_context(|| {
                     format!(
                         "{name} line {line}: unknown expectation `{value}` (lost, no-loss, \
-                     unclean-election, unavailable, refused, valid, invalid, retried, anomaly:<kind>)"
+                     unclean-election, unavailable, refused, valid, invalid, retried, \
+                     anomaly:<kind>, cause:<rebalance cause>, no-rebalance, rebalances:<n>, \
+                     offsets-survive)"
                     )
                 })?),
             other => bail!(
                 "{name} line {line}: unknown directive `{other}` (description, nodes, \
-                 controllers, keys, workload, time-limit, rate, concurrency, set, expect, or a step \
-                 starting with its time)"
+                 controllers, keys, workload, time-limit, rate, concurrency, set, members, \
+                 member-set, member-process-ms, members-settle, static-members, expect, or a \
+                 step starting with its time)"
             ),
         }
     }
     if scenario.expect.is_empty() {
         bail!("{name}: a scenario needs at least one `expect` line");
     }
-    scenario.steps = timeline::parse(&timeline_text, scenario.nodes)
-        .with_context(|| format!("in scenario {name}"))?;
+    // A member pool's settings alone can be what a scenario shows (the poll clock).
+    let has_steps = timeline_text.lines().any(|l| !l.trim().is_empty());
+    if has_steps || scenario.members.members == 0 {
+        scenario.steps = timeline::parse(&timeline_text, scenario.nodes)
+            .with_context(|| format!("in scenario {name}"))?;
+    }
     Ok(scenario)
 }
 
@@ -326,6 +421,7 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
         results_dir: args.results_dir.clone(),
         network: NetworkMode::Namespaces,
         node_binary: args.node_binary.clone(),
+        members: scenario.members.clone(),
     };
     let mut replay = format!("logjam scenario {which} --seed {{seed}}");
     for setting in &args.set {
@@ -380,6 +476,25 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
 fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
     let outcome = metrics::outcome(run_dir)?;
     let retried = retried_sends(run_dir)?;
+    let rebalances = read_json(&run_dir.join("rebalances.json")).unwrap_or(Value::Null);
+    let causes = rebalances["causes_after_settle"].clone();
+    let loads = rebalances["loads_after_settle"].as_u64().unwrap_or(0);
+    let causes_said = || {
+        if rebalances.is_null() {
+            return "the run had no member pool (members N)".to_owned();
+        }
+        format!(
+            "rebalances after the group settled: {}; loads by a new coordinator: {loads}",
+            match causes.as_object() {
+                Some(map) if !map.is_empty() => map
+                    .iter()
+                    .map(|(cause, n)| format!("{n} {cause}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => "none".to_owned(),
+            }
+        )
+    };
     let kinds: Vec<&str> = outcome.anomalies.keys().map(String::as_str).collect();
     let first = |changes: &[LeaderChange]| {
         changes
@@ -458,6 +573,30 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
                     retried > 0,
                     format!("{retried} acknowledged send(s) took more than one produce request"),
                 ),
+                Expectation::Cause(cause) => (
+                    causes[cause.as_str()].as_u64().unwrap_or(0) > 0
+                        || (cause == "coordinator-moved" && loads > 0),
+                    causes_said(),
+                ),
+                Expectation::Rebalances(count) => (
+                    causes
+                        .as_object()
+                        .map_or(0, |map| map.values().filter_map(Value::as_u64).sum::<u64>())
+                        >= *count,
+                    causes_said(),
+                ),
+                Expectation::NoRebalance => (
+                    causes.as_object().is_some_and(serde_json::Map::is_empty),
+                    causes_said(),
+                ),
+                Expectation::OffsetsSurvive => (
+                    rebalances["offsets_survive"] == json!(true),
+                    format!(
+                        "committed before the coordinator fault {}, at the end {}",
+                        rebalances["committed_before_coordinator_fault"],
+                        rebalances["committed_at_end"]
+                    ),
+                ),
             };
             json!({"expect": expect.name(), "holds": holds, "evidence": said})
         })
@@ -475,12 +614,14 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
 /// Acknowledged sends the producer checker saw retried (`producer.retried` in report.json;
 /// 0 for other workloads).
 fn retried_sends(run_dir: &Path) -> anyhow::Result<u64> {
-    let path = run_dir.join("report.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let report: Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let report = read_json(&run_dir.join("report.json"))?;
     Ok(report["producer"]["retried"].as_u64().unwrap_or(0))
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
 /// `(key 0: 165 at offsets 62..=226)`.
@@ -507,7 +648,10 @@ mod tests {
         for (name, text) in SHIPPED {
             let scenario = parse(name, text).unwrap();
             assert!(!scenario.description.is_empty(), "{name} has a description");
-            assert!(!scenario.steps.is_empty(), "{name} has steps");
+            assert!(
+                !scenario.steps.is_empty() || scenario.members.members > 0,
+                "{name} has steps"
+            );
             assert!(
                 scenario.time_limit <= 40,
                 "{name} fits in a minute with start and reads"

@@ -22,6 +22,13 @@
 //! leader of partition k), `followers:k` (the other replicas of partition k), or node names
 //! `n1,n3`; roles are resolved when the step runs. Steps run in time order; whatever is
 //! still in force at the end is undone before the final reads.
+//!
+//! With a member pool (`logjam run --members N`), `coordinator` is the node coordinating the
+//! pool's group and `not-coordinator` one other node, and member steps act on the pool:
+//! `member-pause`, `member-kill`, `member-stop`, `member-restart` (targets `all`, `one`
+//! (default) or names `m1,m2`; a restart of several is rolling, one after another), undone by
+//! `member-resume` and `member-start`. `add-partitions N` grows the workload's topic by N
+//! partitions (CreatePartitions), as an operator scaling a topic does.
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,6 +55,35 @@ pub enum Targets {
     Followers(u32),
     /// These nodes (0-based indexes).
     Nodes(Vec<usize>),
+    /// The coordinator of the member pool's group (`coordinator`).
+    Coordinator,
+    /// One node other than that coordinator (`not-coordinator`).
+    NotCoordinator,
+}
+
+/// What a member step does to the run's member pool (`--members`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberFault {
+    /// SIGSTOP (`member-pause`): a GC pause; undone by `member-resume`.
+    Pause,
+    /// SIGKILL (`member-kill`): gone without leaving; undone by `member-start`.
+    Kill,
+    /// SIGTERM (`member-stop`): closes as an application does; undone by `member-start`.
+    Stop,
+    /// Stop and start again at once (`member-restart`), one member after another with a few
+    /// seconds between: a rolling restart when it names several.
+    Restart,
+}
+
+/// Which members a member step hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberTargets {
+    /// Every member.
+    All,
+    /// One member chosen with the run's seed.
+    One,
+    /// These members (0-based indexes; `m1` is 0).
+    Members(Vec<usize>),
 }
 
 /// What a step does.
@@ -60,6 +96,12 @@ pub enum Action {
     Cut(Targets, Targets),
     /// Undo every fault in force whose undo has this name.
     Undo(&'static str),
+    /// A fault on members of the member pool.
+    Member(MemberFault, MemberTargets),
+    /// `member-resume` (every paused member) or `member-start` (every member not running).
+    MemberUndo(&'static str),
+    /// Grow the workload's topic by this many partitions (`add-partitions 2`; CreatePartitions).
+    AddPartitions(u32),
 }
 
 /// One step of a timeline.
@@ -142,6 +184,42 @@ fn parse_line(content: &str, nodes: usize) -> anyhow::Result<(Duration, Action)>
         }
         return Ok((at, Action::Undo(undo)));
     }
+    if let Some(undo) = ["member-resume", "member-start"]
+        .into_iter()
+        .find(|undo| *undo == action)
+    {
+        if let Some(targets) = targets {
+            bail!(
+                "`{action}` undoes every member fault it applies to and takes no targets (got `{targets}`)"
+            );
+        }
+        return Ok((at, Action::MemberUndo(undo)));
+    }
+    if let Some(member_fault) = action.strip_prefix("member-") {
+        let fault = match member_fault {
+            "pause" => MemberFault::Pause,
+            "kill" => MemberFault::Kill,
+            "stop" => MemberFault::Stop,
+            "restart" => MemberFault::Restart,
+            _ => bail!(
+                "`{action}` is no member step: member-pause, member-kill, member-stop, \
+                 member-restart, member-resume, member-start"
+            ),
+        };
+        return Ok((
+            at,
+            Action::Member(fault, parse_members(targets.unwrap_or("one"))?),
+        ));
+    }
+    if action == "add-partitions" {
+        let count = targets.context("`add-partitions` needs how many, such as add-partitions 2")?;
+        let count: u32 = count
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1)
+            .with_context(|| format!("`{count}`: expected a number of partitions to add"))?;
+        return Ok((at, Action::AddPartitions(count)));
+    }
     if action == "cut" {
         let groups = targets.context("`cut` needs two groups, such as leader:0/followers:0")?;
         let (a, b) = groups
@@ -169,6 +247,8 @@ fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
         "minority" => Targets::Minority,
         "one" => Targets::One,
         "leader" => Targets::Leader(None),
+        "coordinator" => Targets::Coordinator,
+        "not-coordinator" => Targets::NotCoordinator,
         role if role.starts_with("leader:") || role.starts_with("followers:") => {
             let (name, partition) = role.split_once(':').unwrap_or_default();
             let partition: u32 = partition
@@ -190,12 +270,35 @@ fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
                     .with_context(|| {
                         format!(
                             "`{name}` is not a target: all, majority, minority, one, leader, \
-                             leader:<k>, followers:<k> or node names n1..n{nodes}"
+                             leader:<k>, followers:<k>, coordinator, not-coordinator or node \
+                             names n1..n{nodes}"
                         )
                     })?;
                 chosen.push(id - 1);
             }
             Targets::Nodes(chosen)
+        }
+    })
+}
+
+/// `all`, `one` or member names `m1,m3`.
+fn parse_members(text: &str) -> anyhow::Result<MemberTargets> {
+    Ok(match text {
+        "all" => MemberTargets::All,
+        "one" => MemberTargets::One,
+        list => {
+            let mut chosen = Vec::new();
+            for name in list.split(',') {
+                let id: usize = name
+                    .strip_prefix('m')
+                    .and_then(|id| id.parse().ok())
+                    .filter(|id| *id >= 1)
+                    .with_context(|| {
+                        format!("`{name}` is not a member target: all, one or names m1, m2, ...")
+                    })?;
+                chosen.push(id - 1);
+            }
+            MemberTargets::Members(chosen)
         }
     })
 }
@@ -232,6 +335,31 @@ mod tests {
     }
 
     #[test]
+    fn member_steps_and_coordinator_targets_parse() {
+        let steps = parse(
+            "4 member-pause m2\n9 member-resume\n10 member-restart all\n12 member-kill\n\
+             13 member-start\n14 kill coordinator\n15 pause not-coordinator\n\
+             16 add-partitions 2\n",
+            3,
+        )
+        .unwrap();
+        let actions: Vec<&Action> = steps.iter().map(|step| &step.action).collect();
+        assert_eq!(
+            actions,
+            [
+                &Action::Member(MemberFault::Pause, MemberTargets::Members(vec![1])),
+                &Action::MemberUndo("member-resume"),
+                &Action::Member(MemberFault::Restart, MemberTargets::All),
+                &Action::Member(MemberFault::Kill, MemberTargets::One),
+                &Action::MemberUndo("member-start"),
+                &Action::Fault(Fault::Kill, Targets::Coordinator),
+                &Action::Fault(Fault::Pause, Targets::NotCoordinator),
+                &Action::AddPartitions(2),
+            ]
+        );
+    }
+
+    #[test]
     fn bad_lines_are_named() {
         for (text, expected) in [
             ("5 explode", "line 1"),
@@ -248,6 +376,12 @@ mod tests {
             ("1e300 kill", "not a time"),
             ("-1 kill", "not a time"),
             ("nan kill", "not a time"),
+            ("5 member-dance m1", "no member step"),
+            ("5 member-pause x1", "member target"),
+            ("5 member-pause m0", "member target"),
+            ("5 member-resume m1", "takes no targets"),
+            ("5 add-partitions", "needs how many"),
+            ("5 add-partitions 0", "number of partitions"),
         ] {
             let error = format!("{:#}", parse(text, 3).unwrap_err());
             assert!(error.contains(expected), "{text}: {error}");

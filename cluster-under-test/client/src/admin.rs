@@ -1,6 +1,7 @@
 //! The admin client: create topics (partitions, replication factor, configs), describe topics
-//! (leader, ISR, replicas, leader epoch, from Metadata), and describe the KRaft quorum
-//! (`DescribeQuorum` on `__cluster_metadata-0`).
+//! (leader, ISR, replicas, leader epoch, from Metadata), describe the KRaft quorum
+//! (`DescribeQuorum` on `__cluster_metadata-0`), grow a topic's partitions, and find a group's
+//! coordinator.
 //!
 //! Each call is bounded by `default.api.timeout.ms` and retries retriable errors (for example
 //! `NOT_CONTROLLER` while the quorum elects) after `retry.backoff.ms`.
@@ -8,9 +9,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, DescribeQuorumRequest, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DescribeQuorumRequest,
+    FindCoordinatorRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::{Cluster, ClusterSettings};
@@ -193,6 +198,43 @@ impl Admin {
             .collect())
     }
 
+    /// Grows `topic` to `total` partitions (CreatePartitions; the broker places the new ones).
+    ///
+    /// # Errors
+    /// The topic's Kafka error (INVALID_PARTITIONS when `total` is no increase,
+    /// UNKNOWN_TOPIC_OR_PARTITION, ...), or none answered within `default.api.timeout.ms`.
+    pub async fn create_partitions(&self, topic: &str, total: i32) -> Result<()> {
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(
+                i32::try_from(self.config.request_timeout.as_millis()).unwrap_or(i32::MAX),
+            )
+            .with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                    .with_count(total)
+                    .with_assignments(None),
+            ]);
+        self.with_retries("CreatePartitions", || async {
+            let connection = self.cluster.any_connection().await?;
+            let response = connection
+                .send(
+                    ApiKey::CreatePartitions,
+                    &request,
+                    self.config.request_timeout,
+                )
+                .await?;
+            match response.results.first().map_or(-1, |r| r.error_code) {
+                0 => Ok(()),
+                code => Err(Error::broker(
+                    "CreatePartitions",
+                    code,
+                    Some(topic.to_owned()),
+                )),
+            }
+        })
+        .await
+    }
+
     /// Describes topics: partitions with leader, leader epoch, replicas and ISR.
     ///
     /// # Errors
@@ -265,6 +307,44 @@ impl Admin {
                 voters: replicas(&partition.current_voters),
                 observers: replicas(&partition.observers),
             })
+        })
+        .await
+    }
+
+    /// The broker coordinating consumer group `group` (FindCoordinator, key type group);
+    /// COORDINATOR_NOT_AVAILABLE and the other retriable answers are retried.
+    ///
+    /// # Errors
+    /// A non-retriable Kafka error, or none answered within `default.api.timeout.ms`.
+    pub async fn group_coordinator(&self, group: &str) -> Result<BrokerId> {
+        self.with_retries("FindCoordinator", || async {
+            let connection = self.cluster.any_connection().await?;
+            let key = StrBytes::from_string(group.to_owned());
+            let version = connection.version(ApiKey::FindCoordinator).unwrap_or(0);
+            let request = if version >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+            } else {
+                FindCoordinatorRequest::default().with_key(key)
+            };
+            let response = connection
+                .send(
+                    ApiKey::FindCoordinator,
+                    &request,
+                    self.config.request_timeout,
+                )
+                .await?;
+            let (code, node) = match response.coordinators.first() {
+                Some(c) if version >= 4 => (c.error_code, c.node_id.0),
+                _ => (response.error_code, response.node_id.0),
+            };
+            if code != 0 {
+                return Err(Error::broker(
+                    "FindCoordinator",
+                    code,
+                    Some(group.to_owned()),
+                ));
+            }
+            Ok(BrokerId(node))
         })
         .await
     }

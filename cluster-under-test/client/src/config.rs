@@ -422,6 +422,10 @@ pub struct ConsumerConfig {
     pub retry_backoff: Duration,
     /// `isolation.level`, default read_uncommitted.
     pub isolation_level: crate::consumer::isolation::IsolationLevel,
+    /// `metadata.max.age.ms`, default 5 min: how stale the partition counts of subscribed
+    /// topics may get before a group leader looks again (a partition added to a topic is
+    /// noticed, and rebalanced, within this time).
+    pub metadata_max_age: Duration,
     /// Group membership, liveness clocks, auto-commit and assignors ([`GroupConfig`]).
     pub group: GroupConfig,
 }
@@ -440,6 +444,7 @@ impl Default for ConsumerConfig {
             request_timeout: Duration::from_millis(30_000),
             retry_backoff: Duration::from_millis(100),
             isolation_level: crate::consumer::isolation::IsolationLevel::ReadUncommitted,
+            metadata_max_age: Duration::from_millis(300_000),
             group: GroupConfig::default(),
         }
     }
@@ -494,6 +499,7 @@ impl ConsumerConfig {
                 "max.poll.records" => config.max_poll_records = parse_positive(key, value)?,
                 "request.timeout.ms" => config.request_timeout = parse_ms(key, value)?,
                 "retry.backoff.ms" => config.retry_backoff = parse_ms(key, value)?,
+                "metadata.max.age.ms" => config.metadata_max_age = parse_ms(key, value)?,
                 _ => {
                     return Err(ConfigError::UnknownKey {
                         key: key.to_owned(),

@@ -19,6 +19,7 @@ mod add_partitions_to_txn;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod describe_groups;
@@ -90,6 +91,9 @@ pub async fn dispatch(
         }
         RequestKind::CreateTopics(request) => ResponseKind::CreateTopics(
             create_topics::handle(broker.topic_creator(), request, version).await,
+        ),
+        RequestKind::CreatePartitions(request) => ResponseKind::CreatePartitions(
+            create_partitions::handle(broker.topic_creator(), request).await,
         ),
         RequestKind::Produce(request) => {
             return produce::handle(broker.replicas(), request, version).await;

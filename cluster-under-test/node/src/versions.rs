@@ -30,6 +30,7 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::CreatePartitions, 0, 3),
     // v2 adds the voters' endpoints (`Nodes`, KIP-853), which the quorum does not track.
     (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
@@ -76,6 +77,7 @@ pub const CONTROLLER_APIS: &[Served] = &[
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AlterPartition, 2, 3),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::ApiVersions, 0, 4),
 ];
@@ -150,6 +152,9 @@ mod tests {
             ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
             ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
             ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
+            ApiKey::CreatePartitions => {
+                RequestKind::CreatePartitions(CreatePartitionsRequest::default())
+            }
             ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
             ApiKey::InitProducerId => RequestKind::InitProducerId(
                 InitProducerIdRequest::default().with_transactional_id(None),
@@ -221,6 +226,9 @@ mod tests {
             ApiKey::Metadata => ResponseKind::Metadata(MetadataResponse::default()),
             ApiKey::ApiVersions => ResponseKind::ApiVersions(ApiVersionsResponse::default()),
             ApiKey::CreateTopics => ResponseKind::CreateTopics(CreateTopicsResponse::default()),
+            ApiKey::CreatePartitions => {
+                ResponseKind::CreatePartitions(CreatePartitionsResponse::default())
+            }
             ApiKey::DescribeQuorum => {
                 ResponseKind::DescribeQuorum(DescribeQuorumResponse::default())
             }

@@ -224,6 +224,34 @@ fn prepare(client: &mut Connection) -> Context {
     context
 }
 
+/// Validated only, so every version on both listeners can ask the same growth of the sweep's
+/// one-partition topic.
+fn create_partitions_request() -> kafka_protocol::messages::CreatePartitionsRequest {
+    kafka_protocol::messages::CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_validate_only(true)
+        .with_topics(vec![
+            kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(name(TOPIC))
+                .with_count(2)
+                .with_assignments(None),
+        ])
+}
+
+/// A CreatePartitions answer to [`create_partitions_request`]: accepted for the sweep's topic.
+fn check_create_partitions(
+    response: &kafka_protocol::messages::CreatePartitionsResponse,
+) -> Result<(), String> {
+    let topic = response.results.first().ok_or("no topic in the response")?;
+    if topic.name.0.as_str() != TOPIC || topic.error_code != 0 {
+        return Err(format!(
+            "topic {:?} error {} {:?}",
+            topic.name.0, topic.error_code, topic.error_message
+        ));
+    }
+    Ok(())
+}
+
 fn create_request(topic: &str) -> CreateTopicsRequest {
     CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
@@ -334,6 +362,7 @@ fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
             })
         }
         ApiKey::CreateTopics => RequestKind::CreateTopics(create_request(&new_topic(version))),
+        ApiKey::CreatePartitions => RequestKind::CreatePartitions(create_partitions_request()),
         ApiKey::InitProducerId => RequestKind::InitProducerId(
             InitProducerIdRequest::default()
                 .with_transactional_id(None)
@@ -517,6 +546,7 @@ fn check(
                 return Err("no topic id".to_owned());
             }
         }
+        ResponseKind::CreatePartitions(response) => check_create_partitions(response)?,
         ResponseKind::InitProducerId(response) => {
             if response.error_code != 0 || response.producer_id.0 < 0 {
                 return Err(format!(

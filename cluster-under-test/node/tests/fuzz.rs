@@ -387,6 +387,20 @@ fn valid_frames() -> Vec<Bytes> {
             &ConsumerGroupDescribeRequest::default()
                 .with_group_ids(vec![GroupId(StrBytes::from_static_str("fuzz-cg"))]),
         )),
+        // The topic CreateTopics made above, grown.
+        strip(request_frame(
+            ApiKey::CreatePartitions,
+            3,
+            25,
+            &kafka_protocol::messages::CreatePartitionsRequest::default()
+                .with_timeout_ms(5_000)
+                .with_topics(vec![
+                    kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic::default()
+                        .with_name(topic_name("fuzz-created"))
+                        .with_count(4)
+                        .with_assignments(None),
+                ]),
+        )),
     ]
 }
 

@@ -36,6 +36,14 @@ fn default_request(key: ApiKey) -> RequestKind {
         ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
         ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
         ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
+        ApiKey::CreatePartitions => RequestKind::CreatePartitions(
+            kafka_protocol::messages::CreatePartitionsRequest::default().with_topics(vec![
+                kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("fuzz")))
+                    .with_count(3)
+                    .with_assignments(None),
+            ]),
+        ),
         ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
         ApiKey::InitProducerId => RequestKind::InitProducerId(
             InitProducerIdRequest::default()

@@ -14,6 +14,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::isr_shrink::{self, ShrinkTiming};
+use super::member_faults;
 use crate::lab::Lab;
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{Action, Step, Targets as ScriptTargets};
@@ -31,6 +32,8 @@ pub(super) struct Nemesis<'a> {
     start: Instant,
     next_fault: Instant,
     active: Vec<Active>,
+    /// The run's member pool, for member steps and `coordinator` targets.
+    pub(super) members: Option<super::members::MemberPool>,
 }
 
 impl<'a> Nemesis<'a> {
@@ -54,6 +57,7 @@ impl<'a> Nemesis<'a> {
             start,
             next_fault: start + interval,
             active: Vec::new(),
+            members: None,
         }
     }
 
@@ -93,6 +97,31 @@ impl<'a> Nemesis<'a> {
                             undo(lab, recorder, fault, &self.active)?;
                         }
                     }
+                    Action::Member(fault, targets) => match self.members.as_mut() {
+                        Some(pool) => {
+                            member_faults::apply(pool, *fault, targets, &mut self.rng, recorder)
+                                .await?;
+                        }
+                        None => eprintln!(
+                            "logjam: script line {}: no member pool (--members) to act on",
+                            step.line
+                        ),
+                    },
+                    Action::AddPartitions(count) => {
+                        let added =
+                            member_faults::add_partitions(bootstrap, topic, *count, recorder)
+                                .await?;
+                        if let (Some(pool), Some((from, to))) = (&self.members, added) {
+                            pool.note(json!({"event": "partitions-added", "from": from, "to": to}));
+                        }
+                    }
+                    Action::MemberUndo(name) => match self.members.as_mut() {
+                        Some(pool) => member_faults::undo(pool, name, recorder)?,
+                        None => eprintln!(
+                            "logjam: script line {}: no member pool (--members) to act on",
+                            step.line
+                        ),
+                    },
                     Action::Cut(a, b) => {
                         let a = resolve(lab, a, &mut self.rng, bootstrap, topic).await;
                         let b = resolve(lab, b, &mut self.rng, bootstrap, topic).await;
@@ -117,6 +146,14 @@ impl<'a> Nemesis<'a> {
                     }
                     Action::Fault(fault, targets) => {
                         let chosen = resolve(lab, targets, &mut self.rng, bootstrap, topic).await;
+                        if let Some(pool) = &self.members {
+                            pool.note(json!({
+                                "event": "node-fault",
+                                "fault": fault.to_string(),
+                                "nodes": names(lab, &chosen),
+                                "coordinator": *targets == ScriptTargets::Coordinator,
+                            }));
+                        }
                         self.active.extend(
                             inject(
                                 lab,
@@ -335,6 +372,18 @@ async fn resolve(
             }
         }
         ScriptTargets::Nodes(list) => list.clone(),
+        ScriptTargets::Coordinator | ScriptTargets::NotCoordinator => {
+            match member_faults::coordinator(bootstrap).await {
+                Some(coordinator) if *targets == ScriptTargets::Coordinator => vec![coordinator],
+                Some(coordinator) => shuffled
+                    .iter()
+                    .copied()
+                    .filter(|node| *node != coordinator)
+                    .take(1)
+                    .collect(),
+                None => role_fallback(targets, &shuffled),
+            }
+        }
     };
     chosen.sort_unstable();
     chosen

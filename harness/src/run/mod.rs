@@ -16,6 +16,8 @@
 
 mod faults;
 mod isr_shrink;
+mod member_faults;
+mod members;
 mod observe;
 mod record;
 mod schedule;
@@ -76,7 +78,10 @@ pub fn execute(
                 let fault = match &step.action {
                     Action::Fault(fault, _) => *fault,
                     Action::Cut(..) => Fault::Partition(PartitionKind::Groups),
-                    Action::Undo(_) => continue,
+                    Action::Undo(_)
+                    | Action::Member(..)
+                    | Action::MemberUndo(_)
+                    | Action::AddPartitions(_) => continue,
                 };
                 if !faults.contains(&fault) {
                     faults.push(fault);
@@ -300,10 +305,11 @@ fn drive_and_check(
     let report = logjam_checkers::check_file(run_dir)?;
     std::fs::write(run_dir.join("report.json"), report.to_json()?)?;
     let summary = format!(
-        "{}{}{}",
+        "{}{}{}{}",
         report.summary(),
         rates.summary(),
-        record::schedule_summary(&phase)
+        record::schedule_summary(&phase),
+        phase.rebalances.as_deref().unwrap_or("")
     );
     std::fs::write(run_dir.join("summary.txt"), &summary)?;
     let latest = args.results_dir.join("latest");

@@ -239,14 +239,15 @@ pub(super) async fn wait_for_leaders(
     let mut leaderless: Option<Vec<(String, i32)>> = None;
     while Instant::now() < deadline {
         // Already existing is fine (a second readiness wait after healing); any other failure
-        // shows in the describe below.
+        // shows in the describe below. A topic may have grown (`add-partitions`): at least
+        // its partitions, each with a leader.
         let _ = admin.create_topics(&new).await;
         match admin.describe_topics(&names).await {
             Ok(described)
                 if topics.iter().all(|spec| {
                     described.iter().any(|t| {
                         t.name == spec.name
-                            && t.partitions.len() == spec.partitions as usize
+                            && t.partitions.len() >= spec.partitions as usize
                             && t.partitions
                                 .iter()
                                 .all(|p| p.leader.is_some_and(|leader| leader.0 >= 0))
@@ -259,7 +260,7 @@ pub(super) async fn wait_for_leaders(
                 last_problem = "partitions without a leader".to_owned();
                 let complete = topics.iter().all(|spec| {
                     described.iter().any(|t| {
-                        t.name == spec.name && t.partitions.len() == spec.partitions as usize
+                        t.name == spec.name && t.partitions.len() >= spec.partitions as usize
                     })
                 });
                 leaderless = complete.then(|| {

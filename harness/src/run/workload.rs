@@ -21,6 +21,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::faults::Nemesis;
+use super::members::{self, MemberPool};
 use super::observe::{self, WorkloadStats};
 use super::record::timestamp;
 use super::schedule::{self, OpenOps, ScheduleStats};
@@ -153,8 +154,32 @@ pub(super) fn producer(args: &RunArgs, settings: &Settings, bootstrap: &str) -> 
     })
 }
 
+/// The member pool group's committed offsets of `topic`'s `partitions` (empty when the
+/// coordinator does not answer within 10 s: the report then says the offsets did not survive).
+async fn committed_offsets(bootstrap: &str, topic: &str, partitions: u32) -> BTreeMap<i32, i64> {
+    let fetched = async {
+        let mut consumer = logjam_client::consumer::Consumer::from_properties([
+            ("bootstrap.servers", bootstrap),
+            ("group.id", members::GROUP),
+        ])
+        .ok()?;
+        consumer.subscribe([topic.to_owned()]).ok()?;
+        let partitions: Vec<logjam_client::ids::TopicPartition> = (0..partitions)
+            .map(|p| logjam_client::ids::TopicPartition::new(topic, i32::try_from(p).unwrap_or(0)))
+            .collect();
+        consumer.committed(&partitions).await.ok()
+    };
+    match tokio::time::timeout(Duration::from_secs(10), fetched).await {
+        Ok(Some(offsets)) => offsets
+            .into_iter()
+            .map(|(tp, offset)| (tp.partition.0, offset.0))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
 /// What the workload phase hands back to the record phase.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Phase {
     /// The harness's own cost.
     pub(super) stats: WorkloadStats,
@@ -164,6 +189,8 @@ pub(super) struct Phase {
     pub(super) start_ns: u64,
     /// Its end (the time limit).
     pub(super) end_ns: u64,
+    /// The member pool's rebalance summary (`rebalances.json`), when the run had one.
+    pub(super) rebalances: Option<String>,
 }
 
 /// The run itself, inside the runtime.
@@ -223,6 +250,14 @@ pub(super) async fn drive<W: Workload>(
         super::isr_shrink::ShrinkTiming::from_settings(&settings.node),
     )
     .with_deadline(deadline);
+    if args.members.members > 0 {
+        nemesis.members = Some(MemberPool::start(
+            &args.members,
+            &bootstrap,
+            &watched,
+            run_dir,
+        )?);
+    }
     let workload_start = Instant::now();
     let (cpu_at_start, _) = observe::cpu_seconds();
     let mut progress = crate::progress::Progress::new(args.time_limit);
@@ -247,7 +282,12 @@ pub(super) async fn drive<W: Workload>(
         .min(start_ns + args.time_limit * 1_000_000_000);
     // Heal first: an op blocked on a dead or paused node would otherwise hold the run for
     // its whole delivery timeout.
+    let workload_end_ms = members::now_ms();
     nemesis.heal_all(lab, &recorder)?;
+    let mut pool = nemesis.members.take();
+    if let Some(pool) = &mut pool {
+        pool.shutdown().await;
+    }
     let schedule = (&mut scheduled)
         .await
         .map_err(|error| anyhow::anyhow!("the schedule panicked: {error}"))??;
@@ -288,10 +328,30 @@ pub(super) async fn drive<W: Workload>(
         .final_phase(ProcessId(schedule.next_process), &recorder, final_deadline)
         .await?;
     watcher.abort();
+    let rebalances = match &pool {
+        Some(pool) => {
+            let committed = committed_offsets(&bootstrap, &watched, args.keys).await;
+            let nodes: Vec<(String, std::path::PathBuf)> = lab
+                .nodes
+                .iter()
+                .map(|node| (node.name(), node.dir.clone()))
+                .collect();
+            let report = members::report(
+                run_dir,
+                &nodes,
+                (pool.started_ms, workload_end_ms),
+                Duration::from_secs(pool.options().members_settle),
+                committed,
+            )?;
+            Some(report.summary())
+        }
+        None => None,
+    };
     Ok(Phase {
         stats,
         schedule,
         start_ns,
         end_ns,
+        rebalances,
     })
 }

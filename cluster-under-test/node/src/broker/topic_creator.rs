@@ -1,5 +1,5 @@
-//! [`TopicCreator`]: topic creation as a broker does it (the handle CreateTopics and Metadata's
-//! auto-creation get): the request goes to the active controller (local or remote), and the
+//! [`TopicCreator`]: topic creation as a broker does it (the handle CreateTopics,
+//! CreatePartitions and Metadata's auto-creation get): the request goes to the active controller (local or remote), and the
 //! answer waits until the created topics are in this broker's image and applied to its
 //! replicas, so a client can produce to them at once.
 
@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, RequestKind, ResponseKind, TopicName,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -80,6 +82,76 @@ impl TopicCreator {
                 let replicas = Arc::clone(&self.replicas);
                 let _ = tokio::task::spawn_blocking(move || replicas.apply_image()).await;
             }
+        }
+        response
+    }
+
+    /// Sends a CreatePartitions request to the active controller and waits until every topic
+    /// it grew has its new partition count in this broker's image (applied to its replicas).
+    /// Topics the controller did not answer fail with `REQUEST_TIMED_OUT`.
+    pub async fn create_partitions(
+        &self,
+        request: CreatePartitionsRequest,
+    ) -> CreatePartitionsResponse {
+        let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
+            .clamp(Duration::from_secs(1), CONTROLLER_TIMEOUT);
+        let wanted: Vec<(TopicName, i32)> = request
+            .topics
+            .iter()
+            .map(|t| (t.name.clone(), t.count))
+            .collect();
+        let validate_only = request.validate_only;
+        let response = match self
+            .quorum
+            .forward(RequestKind::CreatePartitions(request), timeout)
+            .await
+        {
+            Some(ResponseKind::CreatePartitions(response)) => response,
+            _ => {
+                return CreatePartitionsResponse::default().with_results(
+                    wanted
+                        .into_iter()
+                        .map(|(name, _)| {
+                            CreatePartitionsTopicResult::default()
+                                .with_name(name)
+                                .with_error_code(ResponseError::RequestTimedOut.code())
+                        })
+                        .collect(),
+                );
+            }
+        };
+        let grown: Vec<(String, usize)> = response
+            .results
+            .iter()
+            .filter(|r| r.error_code == 0 && !validate_only)
+            .filter_map(|r| {
+                let count = wanted.iter().find(|(name, _)| *name == r.name)?.1;
+                Some((r.name.to_string(), usize::try_from(count).ok()?))
+            })
+            .collect();
+        if !grown.is_empty() {
+            let mut images = self.quorum.subscribe_image();
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                let visible = {
+                    let image = images.borrow_and_update();
+                    grown.iter().all(|(name, count)| {
+                        image
+                            .topics
+                            .get(name)
+                            .is_some_and(|t| t.partitions.len() >= *count)
+                    })
+                };
+                if visible
+                    || tokio::time::timeout_at(deadline, images.changed())
+                        .await
+                        .map_or(true, |changed| changed.is_err())
+                {
+                    break;
+                }
+            }
+            let replicas = Arc::clone(&self.replicas);
+            let _ = tokio::task::spawn_blocking(move || replicas.apply_image()).await;
         }
         response
     }

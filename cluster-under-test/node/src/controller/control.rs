@@ -11,10 +11,11 @@
 //!
 //! Layout: this file holds the controller's state and configuration; `control/cluster.rs` the
 //! broker side (registration, heartbeats, fencing, unfencing); `control/replication.rs` topics
-//! and partitions (creation, placement, AlterPartition); `control/producer_ids.rs` producer-id
-//! blocks.
+//! and partitions (creation, placement, AlterPartition); `control/partitions.rs`
+//! CreatePartitions; `control/producer_ids.rs` producer-id blocks.
 
 mod cluster;
+mod partitions;
 mod producer_ids;
 mod replication;
 #[cfg(test)]

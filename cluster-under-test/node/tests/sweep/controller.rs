@@ -2,7 +2,7 @@
 //! EndQuorumEpoch, Fetch, FetchSnapshot) from a replica that is not a voter (id 99) or at a stale
 //! epoch, so the single-voter quorum under test is not disturbed, and the controller APIs
 //! (BrokerRegistration and BrokerHeartbeat of a new, fenced broker per version, AlterPartition,
-//! AllocateProducerIds, CreateTopics, DescribeQuorum).
+//! AllocateProducerIds, CreateTopics, CreatePartitions, DescribeQuorum).
 
 use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterPartitionRequest, ApiKey, BeginQuorumEpochRequest,
@@ -194,6 +194,9 @@ pub fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind 
                     ]),
             )
         }
+        ApiKey::CreatePartitions => {
+            RequestKind::CreatePartitions(super::create_partitions_request())
+        }
         other => panic!("the sweep has no controller request for {other:?}: add one"),
     }
 }
@@ -230,6 +233,7 @@ pub fn check(
             }
             Ok(())
         }
+        ResponseKind::CreatePartitions(response) => super::check_create_partitions(response),
         ResponseKind::Vote(response) => {
             let partition = response
                 .topics

@@ -45,6 +45,10 @@ pub struct GroupState {
     pub(super) events: Vec<RebalanceEvent>,
     /// Behind a mutex only so the consumer stays `Sync` (a poll holds `&self` across awaits).
     pub(super) listener: Option<Mutex<RebalanceListener>>,
+    /// As this member's last assignment as leader saw them: the subscribed topics' partition
+    /// counts (Java's `assignmentSnapshot`; `None` when it does not lead), and when they were
+    /// last compared with the cluster's.
+    pub(super) leader_counts: Option<(BTreeMap<String, i32>, Instant)>,
 }
 
 impl std::fmt::Debug for GroupState {
@@ -140,6 +144,7 @@ impl Consumer {
                     last_auto_commit: Instant::now(),
                     events: Vec::new(),
                     listener: None,
+                    leader_counts: None,
                 }))
             }
         }
@@ -230,7 +235,46 @@ impl Consumer {
             tracing::debug!("committed offsets not fetched by the poll's deadline");
         }
         self.maybe_auto_commit().await;
+        self.check_leader_metadata().await;
         Ok(())
+    }
+
+    /// A leader whose partition counts are older than `metadata.max.age.ms` looks again; when
+    /// a subscribed topic's count changed, it rejoins (cause metadata-change), so the
+    /// coordinator rebalances and the next assignment covers the new partitions.
+    async fn check_leader_metadata(&mut self) {
+        let max_age = self.config.metadata_max_age;
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        let Some((counts, checked)) = group.leader_counts.as_mut() else {
+            return;
+        };
+        if checked.elapsed() < max_age || group.member.rejoin.is_some() {
+            return;
+        }
+        *checked = Instant::now();
+        let names: Vec<String> = counts.keys().cloned().collect();
+        let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+        if let Err(error) = self.cluster.refresh_metadata(&wanted).await {
+            tracing::debug!(%error, "leader's metadata check failed");
+            return;
+        }
+        let now: BTreeMap<String, i32> = self.cluster.with_metadata(|m| {
+            wanted
+                .iter()
+                .filter_map(|t| m.partition_count(t).map(|n| ((*t).to_owned(), n as i32)))
+                .collect()
+        });
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        if let Some((counts, _)) = &group.leader_counts
+            && *counts != now
+        {
+            tracing::info!(before = ?counts, after = ?now, "subscribed topics' partitions changed; rejoining");
+            group.member.rejoin = Some(RebalanceCause::MetadataChange);
+        }
     }
 
     pub(super) async fn group_coordinator(&mut self) -> Result<Arc<Connection>> {
@@ -286,6 +330,8 @@ impl Consumer {
                 return Ok(());
             };
             group.stop_heartbeat();
+            // Whoever leads the next generation takes the snapshot.
+            group.leader_counts = None;
             if group.eager() && !group.member.owned.is_empty() {
                 let owned: Vec<TopicPartition> = group.member.owned.iter().cloned().collect();
                 if group.config.enable_auto_commit {
@@ -578,6 +624,9 @@ impl Consumer {
                 .collect()
         });
         let assignment = assignor::assign(strategy, &subscriptions, &counts);
+        if let Some(group) = self.group.as_mut() {
+            group.leader_counts = Some((counts.clone(), Instant::now()));
+        }
         Ok(assignment
             .into_iter()
             .map(|(member_id, partitions)| {

@@ -88,6 +88,9 @@ pub enum RebalanceCause {
     CooperativeFollowUp,
     /// The consumer was closed or unsubscribed.
     Close,
+    /// This member led the group and a subscribed topic's partition count changed since its
+    /// assignment (Java's "cached metadata has changed"): it rejoins so the group reassigns.
+    MetadataChange,
 }
 
 impl RebalanceCause {
@@ -100,6 +103,7 @@ impl RebalanceCause {
             RebalanceCause::PollTimeout => "poll-timeout",
             RebalanceCause::CooperativeFollowUp => "cooperative-follow-up",
             RebalanceCause::Close => "close",
+            RebalanceCause::MetadataChange => "metadata-change",
         }
     }
 }

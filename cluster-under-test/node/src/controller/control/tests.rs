@@ -123,7 +123,7 @@ fn alter_partition_validation_table() {
     }
 }
 
-fn controller() -> QuorumController {
+pub(super) fn controller() -> QuorumController {
     controller_with(false, 1)
 }
 
@@ -143,7 +143,7 @@ fn controller_with(elr_enabled: bool, min_insync_replicas: i32) -> QuorumControl
     )
 }
 
-fn register(controller: &mut QuorumController, id: i32, offset: u64, now: u64) -> i64 {
+pub(super) fn register(controller: &mut QuorumController, id: i32, offset: u64, now: u64) -> i64 {
     register_after(controller, id, -1, offset, now)
 }
 
@@ -172,7 +172,7 @@ fn register_after(
     decision.response.broker_epoch
 }
 
-fn heartbeat(
+pub(super) fn heartbeat(
     controller: &mut QuorumController,
     id: i32,
     epoch: i64,

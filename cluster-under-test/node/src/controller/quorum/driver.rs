@@ -149,6 +149,10 @@ impl Driver {
                 controller.alter_partition(&request),
                 ResponseKind::AlterPartition,
             ),
+            RequestKind::CreatePartitions(request) => split(
+                controller.create_partitions(&request),
+                ResponseKind::CreatePartitions,
+            ),
             RequestKind::AllocateProducerIds(request) => split(
                 controller.allocate_producer_ids(&request),
                 ResponseKind::AllocateProducerIds,

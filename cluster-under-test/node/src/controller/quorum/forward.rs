@@ -61,6 +61,7 @@ pub(super) fn is_not_controller(response: &ResponseKind) -> bool {
         ResponseKind::AlterPartition(r) => r.error_code == code,
         ResponseKind::AllocateProducerIds(r) => r.error_code == code,
         ResponseKind::CreateTopics(r) => r.topics.iter().any(|t| t.error_code == code),
+        ResponseKind::CreatePartitions(r) => r.results.iter().any(|t| t.error_code == code),
         ResponseKind::DescribeQuorum(r) => r.topics.iter().any(|t| {
             t.partitions
                 .iter()
@@ -102,6 +103,19 @@ pub(super) fn not_controller(request: &RequestKind) -> Option<ResponseKind> {
                     .collect(),
             ),
         ),
+        RequestKind::CreatePartitions(request) => ResponseKind::CreatePartitions(
+            kafka_protocol::messages::CreatePartitionsResponse::default().with_results(
+                request
+                    .topics
+                    .iter()
+                    .map(|topic| {
+                        kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult::default()
+                            .with_name(topic.name.clone())
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
         _ => return None,
     })
 }
@@ -112,6 +126,7 @@ pub(super) fn api_key_of(request: &RequestKind) -> Option<ApiKey> {
         RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
         RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
         RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
+        RequestKind::CreatePartitions(_) => ApiKey::CreatePartitions,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
         _ => return None,
@@ -124,6 +139,7 @@ pub(super) fn controller_api_version(key: ApiKey) -> i16 {
         ApiKey::BrokerHeartbeat => 1,
         ApiKey::AlterPartition => 3,
         ApiKey::CreateTopics => 7,
+        ApiKey::CreatePartitions => 3,
         ApiKey::DescribeQuorum => 1,
         _ => 0,
     }

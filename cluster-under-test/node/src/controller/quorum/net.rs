@@ -169,7 +169,8 @@ pub(super) async fn controller_connection(
             | RequestKind::BrokerHeartbeat(_)
             | RequestKind::AlterPartition(_)
             | RequestKind::AllocateProducerIds(_)
-            | RequestKind::CreateTopics(_) => {
+            | RequestKind::CreateTopics(_)
+            | RequestKind::CreatePartitions(_) => {
                 let fallback = not_controller(&body);
                 let commands = commands.clone();
                 let frames_tx = frames_tx.clone();

@@ -155,7 +155,21 @@ impl GroupCoordinator {
             index,
             epoch,
             group: match &written {
-                Some(value) => ClassicGroup::from_value(value, self.limits, now),
+                Some(value) => {
+                    let group = ClassicGroup::from_value(value, self.limits, now);
+                    if group.moved {
+                        // Members wrote their generation at another coordinator (or before
+                        // a restart): the cause of whatever rebalance comes next.
+                        tracing::info!(
+                            group = group_id,
+                            cause = "coordinator-moved",
+                            generation = group.generation,
+                            leader_epoch = epoch,
+                            "group loaded by a new coordinator"
+                        );
+                    }
+                    group
+                }
                 None => ClassicGroup::new(self.limits),
             },
             joins: HashMap::new(),
