@@ -10,6 +10,7 @@
 //!
 //! [[test]]
 //! name = "kill-partition"      # required, unique; letters, digits, '.', '_', '-'
+//! workload = "txn"             # default queue: queue, producer, txn, eos, group
 //! nemesis = "kill,partition"   # default "kill,partition"
 //! time_limit = 60              # seconds under faults, default 60
 //! nodes = 3                    # default 3
@@ -130,6 +131,7 @@ struct Suite {
 #[serde(deny_unknown_fields)]
 struct TestSpec {
     name: String,
+    workload: Option<String>,
     #[serde(default = "default_nemesis")]
     nemesis: String,
     #[serde(default = "default_time_limit")]
@@ -205,6 +207,13 @@ impl Suite {
             if test.runs == 0 {
                 bail!("test {name}: runs must be at least 1");
             }
+            if let Some(workload) = &test.workload
+                && <crate::cli::WorkloadName as clap::ValueEnum>::from_str(workload, false).is_err()
+            {
+                bail!(
+                    "test {name}: workload {workload:?} is none of queue, producer, txn, eos, group"
+                );
+            }
             // A misspelt fault would otherwise fail every run of the test, one by one.
             crate::nemesis::parse(&test.nemesis, test.nodes)
                 .with_context(|| format!("test {name}"))?;
@@ -274,6 +283,7 @@ impl TestSpec {
             self.nemesis.clone().into(),
         ];
         let optional = [
+            ("--workload", self.workload.clone()),
             ("--rate", self.rate.map(|v| v.to_string())),
             ("--concurrency", self.concurrency.map(|v| v.to_string())),
             ("--keys", self.keys.map(|v| v.to_string())),
@@ -635,6 +645,9 @@ mod tests {
         assert!(parse("[[test]]\nname = \"a/b\"\n").is_err());
         assert!(parse("[[test]]\nname = \"a\"\nruns = 0\n").is_err());
         assert!(parse("[[test]]\nname = \"a\"\nset = [\"acks\"]\n").is_err());
+        let error = parse("[[test]]\nname = \"a\"\nworkload = \"streams\"\n").unwrap_err();
+        assert!(format!("{error:#}").contains("streams"), "{error:#}");
+        assert!(parse("[[test]]\nname = \"a\"\nworkload = \"eos\"\n").is_ok());
     }
 
     #[test]

@@ -81,7 +81,8 @@ fn librdkafka_consumer_protocol_splits_moves_and_resumes() {
     assert!(with("cause=leave") >= 2, "{rebalances:#?}");
 }
 
-/// Not a check: the time from a member's death (SIGKILL) to a stable group, classic vs
+/// Not a check: the time from a member's death (SIGKILL) to a stable group, and from a clean
+/// leave (the consumer closed) to a stable group, classic vs
 /// KIP-848, 3 and 30 members, each protocol with a 6 s session timeout and a 500 ms heartbeat
 /// (`tests/python/rebalance_bench.py`). Run by hand:
 /// `cargo test -p logjam-node --test real_client_kip848 -- --ignored --nocapture`.

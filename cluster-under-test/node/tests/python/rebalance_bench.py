@@ -6,7 +6,9 @@ Usage: rebalance_bench.py BOOTSTRAP TOPIC PARTITIONS MEMBERS PROTOCOL
 MEMBERS confluent-kafka consumers (each its own process, group.protocol=PROTOCOL) join one
 group on TOPIC; once every partition is owned by exactly one member, one member is killed
 (SIGKILL: no leave, so the coordinator's session clock has to notice) and the time until the
-survivors again own every partition exactly once (each survivor owning some) is measured. Both protocols run with a 6 s
+survivors again own every partition exactly once (each survivor owning some) is measured; then
+another member leaves cleanly (SIGTERM: it closes its consumer) and the time until the rest own
+every partition again is measured the same way. Both protocols run with a 6 s
 session timeout and a 500 ms heartbeat (classic: the client's settings; consumer: the node's
 group.consumer.* settings). Prints one JSON line.
 """
@@ -45,8 +47,12 @@ def member(bootstrap, topic, group, protocol, name):
 
     c = Consumer(conf)
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-    while True:
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    while not stopping:
         c.poll(0.2)
+    # A clean leave: close() sends LeaveGroup (classic) or a leaving heartbeat (consumer).
+    c.close()
 
 
 def main():
@@ -104,12 +110,19 @@ def main():
     procs[victim].wait()
     result["restabilised"] = wait(alive, 120)
     result["death_to_stable_s"] = round(time.time() - t0, 2)
+    time.sleep(2)  # settled again
+    leaver = alive.pop(0)
+    t0 = time.time()
+    os.kill(procs[leaver].pid, signal.SIGTERM)
+    result["left_stable"] = wait(alive, 120)
+    result["leave_to_stable_s"] = round(time.time() - t0, 2)
+    procs[leaver].wait()
     for proc in procs.values():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     print(json.dumps(result))
-    sys.exit(0 if result["joined"] and result["restabilised"] else 1)
+    sys.exit(0 if result["joined"] and result["restabilised"] and result["left_stable"] else 1)
 
 
 if __name__ == "__main__":
