@@ -69,6 +69,9 @@ pub enum AnomalyKind {
     /// A read_committed poll returned a record of a transaction that had not even begun when
     /// the poll completed (G1b: its commit cannot have happened yet).
     IntermediateRead,
+    /// A read_committed answer's LSO stayed at the first record of a transaction long after
+    /// every clock that ends a transaction had run out (a lost or skipped marker).
+    HangingTransaction,
     /// eos: an input record reflected by two or more committed output records.
     EosDuplicate,
     /// eos: an input below the group's committed offset never reflected in the committed
@@ -87,7 +90,7 @@ pub enum AnomalyKind {
 
 impl AnomalyKind {
     /// Every kind, in report order.
-    pub const ALL: [AnomalyKind; 31] = [
+    pub const ALL: [AnomalyKind; 32] = [
         AnomalyKind::InconsistentOffsets,
         AnomalyKind::Duplicate,
         AnomalyKind::AbortedRead,
@@ -113,6 +116,7 @@ impl AnomalyKind {
         AnomalyKind::ReadAboveLso,
         AnomalyKind::FracturedRead,
         AnomalyKind::IntermediateRead,
+        AnomalyKind::HangingTransaction,
         AnomalyKind::EosDuplicate,
         AnomalyKind::EosLost,
         AnomalyKind::EosUnseen,
@@ -149,6 +153,7 @@ impl AnomalyKind {
             AnomalyKind::ReadAboveLso => "read-above-lso",
             AnomalyKind::FracturedRead => "fractured-read",
             AnomalyKind::IntermediateRead => "intermediate-read",
+            AnomalyKind::HangingTransaction => "hanging-transaction",
             AnomalyKind::EosDuplicate => "eos-duplicate",
             AnomalyKind::EosLost => "eos-lost",
             AnomalyKind::EosUnseen => "eos-unseen",

@@ -64,6 +64,7 @@
 //! | `lso-regression` | one process's read_committed answers for a partition in one leader epoch: a later one with a lower LSO (across epochs only counted: `lso_drops_across_epochs`) | [`read_committed::lso`] | bad |
 //! | `fractured-read` | a read_committed poll returned some of a (not failed) transaction's records on a partition and skipped another inside the range it read there (visible on one partition, not yet stable on another: only counted, `cross_partition_partial`) | [`read_committed::fractured`] | bad |
 //! | `intermediate-read` (G1b) | a read_committed poll returned a record of a transaction whose op was invoked only after the poll completed (its commit cannot have happened) | [`read_committed::intermediate`] | bad |
+//! | `hanging-transaction` | a read_committed answer's LSO held at an acknowledged record (so the high watermark was past it) after the writing op's completion + `transaction.timeout.ms` + the coordinator's timeout sweep + a marker grace, counted from the last fault when later; shorter holds are only listed (`lso_stalls`) | [`read_committed::stall`] | bad |
 //! | `eos-duplicate` | eos workload: an input record reflected by ≥ 2 records of the committed (read_committed final read) output | [`eos`] | eos policy: bad |
 //! | `eos-lost` | eos: an input below the group's final committed offset never reflected in the committed output, whose final read reached every partition's high watermark | [`eos`] | bad |
 //! | `eos-unseen` | eos: as `eos-lost`, but the output read did not provably reach the log end | [`eos`] | bad |

@@ -19,10 +19,14 @@
 //!   before T's op was invoked: T had not begun, so neither had its commit. That is all the
 //!   history proves of "read before commit": the commit is invoked at an unrecorded moment
 //!   inside T's op, so a read overlapping T proves nothing.
+//! - [`stall`]: LSO stalls (counted: an answer's LSO at an acknowledged record, so an open
+//!   transaction held it) and `hanging-transaction` (one held past every clock that ends a
+//!   transaction).
 
 pub mod fractured;
 pub mod intermediate;
 pub mod lso;
+pub mod stall;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +64,9 @@ pub struct ReadCommittedStats {
     /// at or above the LSO (allowed: markers land per partition, no cross-partition
     /// atomicity).
     pub cross_partition_partial: u64,
+    /// The longest LSO holds the answers proved (an open transaction at an acknowledged
+    /// record), a second or longer, longest first, at most 20.
+    pub lso_stalls: Vec<stall::LsoStall>,
 }
 
 /// One op, as the checks need it.
@@ -164,15 +171,43 @@ impl RcIndex {
 }
 
 /// The streaming read-committed checker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReadCommittedChecker {
     index: RcIndex,
+    clocks: stall::Clocks,
+}
+
+impl Default for ReadCommittedChecker {
+    fn default() -> Self {
+        ReadCommittedChecker {
+            index: RcIndex::default(),
+            clocks: stall::Clocks {
+                transaction_timeout_ns: stall::MAX_TRANSACTION_TIMEOUT_MS * 1_000_000,
+                last_fault_ns: 0,
+            },
+        }
+    }
 }
 
 impl ReadCommittedChecker {
-    /// An empty checker.
-    pub fn new() -> ReadCommittedChecker {
-        ReadCommittedChecker::default()
+    /// An empty checker for a history with this header: its `transaction_timeout_ms` (the
+    /// producers' `transaction.timeout.ms`) bounds how long a transaction may hold the LSO;
+    /// without it, Kafka's largest allowed timeout does.
+    pub fn new(header: &Header) -> ReadCommittedChecker {
+        let mut checker = ReadCommittedChecker::default();
+        if let Some(ms) = header
+            .config
+            .get("transaction_timeout_ms")
+            .and_then(serde_json::Value::as_u64)
+        {
+            checker.clocks.transaction_timeout_ns = ms.saturating_mul(1_000_000);
+        }
+        checker
+    }
+
+    /// Notes a fault's time: markers to a partitioned leader may wait for the heal.
+    pub fn push_fault(&mut self, time_ns: u64) {
+        self.clocks.last_fault_ns = self.clocks.last_fault_ns.max(time_ns);
     }
 
     /// Feeds one completed client op.
@@ -182,7 +217,7 @@ impl ReadCommittedChecker {
 
     /// Runs every family; anomalies go to `out`.
     pub fn finish_into(self, out: &mut Anomalies) -> ReadCommittedStats {
-        let index = self.index;
+        let (index, clocks) = (self.index, self.clocks);
         let mut stats = ReadCommittedStats {
             polls_checked: index
                 .polls
@@ -203,6 +238,7 @@ impl ReadCommittedChecker {
         lso::check(&index, &mut stats, out);
         fractured::check(&index, &mut stats, out);
         intermediate::check(&index, out);
+        stall::check(&index, clocks, &mut stats.lso_stalls, out);
         stats
     }
 }
@@ -218,16 +254,17 @@ impl TxnChecker {
     /// A checker for a history with this header.
     pub fn new(header: Header) -> TxnChecker {
         TxnChecker {
+            read_committed: ReadCommittedChecker::new(&header),
             queue: QueueChecker::new(header),
-            read_committed: ReadCommittedChecker::new(),
         }
     }
 }
 
 impl Checker for TxnChecker {
     fn push(&mut self, item: Paired) {
-        if let Paired::Client(op) = &item {
-            self.read_committed.push_op(op.clone());
+        match &item {
+            Paired::Client(op) => self.read_committed.push_op(op.clone()),
+            Paired::Nemesis(event) => self.read_committed.push_fault(event.time_ns),
         }
         self.queue.push(item);
     }

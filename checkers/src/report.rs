@@ -207,6 +207,22 @@ impl Report {
                 rc.lso_capture_races,
                 rc.cross_partition_partial
             );
+            if let Some(longest) = rc.lso_stalls.first() {
+                let _ = writeln!(
+                    s,
+                    "  LSO stalls: {} of a second or more; longest {} ms on key {} at offset {} (held by {}, {} ms to {} ms)",
+                    rc.lso_stalls.len(),
+                    longest.duration_ms,
+                    longest.key,
+                    longest.offset,
+                    longest.held_by_op.map_or_else(
+                        || "a record no op saw acknowledged".to_owned(),
+                        |op| format!("op {op}'s transaction")
+                    ),
+                    longest.from_ms,
+                    longest.to_ms
+                );
+            }
         }
         let list = |kinds: &[AnomalyKind]| {
             kinds

@@ -225,3 +225,139 @@ fn a_poll_done_before_the_transaction_began_is_an_intermediate_read() {
     let report = check(b);
     assert!(found(&report).is_empty(), "{}", report.summary());
 }
+
+/// A history whose op `i` happens `i` seconds in, except the ops from `late` on, which are
+/// moved to `late_s` seconds and after.
+fn timed(b: HistoryBuilder, late: usize, late_s: u64) -> Report {
+    let (header, mut ops): (Header, Vec<Op>) = b.build();
+    for (i, op) in ops.iter_mut().enumerate() {
+        op.time_ns = if i < late {
+            i as u64 * 1_000_000_000
+        } else {
+            (late_s + (i - late) as u64) * 1_000_000_000
+        };
+    }
+    check_ops(&header, ops).unwrap()
+}
+
+/// Process 0's transaction wrote offset 0 of key 0 and was aborted (ops 0-1); process 1's
+/// polls at ops 2-3 and 4-5 are answered LSO 0 with the high watermark past it.
+/// With `fault`, a heal is recorded between the two polls.
+fn held_at_zero(timeout_ms: Option<u64>, fault: bool) -> HistoryBuilder {
+    let mut b = txn_builder();
+    if let Some(ms) = timeout_ms {
+        b.header_mut().config["transaction_timeout_ms"] = serde_json::json!(ms);
+    }
+    b.txn(
+        0,
+        OpType::Fail,
+        vec![send_micro(0, 10, None)],
+        vec![send_micro(0, 10, Some(0))],
+    );
+    poll(&mut b, 1, &[(0, &[], [0, 0, 0, 1])]);
+    if fault {
+        b.nemesis(Function::Heal, &["n1"]);
+    }
+    poll(&mut b, 1, &[(0, &[], [0, 0, 0, 1])]);
+    b
+}
+
+#[test]
+fn an_lso_held_by_a_transaction_is_a_stall_counted_with_its_length() {
+    let report = timed(held_at_zero(Some(1_000), false), 6, 6);
+    assert_ne!(report.verdict, Verdict::Invalid, "{}", report.summary());
+    assert!(report.anomalies.is_empty(), "{}", report.summary());
+    let stalls = &stats(&report).lso_stalls;
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    assert_eq!(
+        (
+            stalls[0].offset.0,
+            stalls[0].held_by_op,
+            stalls[0].duration_ms
+        ),
+        (0, Some(1), 2_000)
+    );
+    assert!(report.summary().contains("LSO stalls: 1"));
+
+    // An LSO at an offset no acknowledged record holds proves only that the reader caught
+    // up (LSO = high watermark): no stall.
+    let mut b = txn_builder();
+    commit(&mut b, 0, &[(0, 10, 0)]);
+    poll(&mut b, 1, &[(0, &[(0, 10)], [0, 2, 2, 1])]);
+    poll(&mut b, 1, &[(0, &[], [2, 2, 2, 1])]);
+    let report = timed(b, 6, 6);
+    assert!(stats(&report).lso_stalls.is_empty());
+}
+
+#[test]
+fn an_lso_held_past_every_transaction_clock_is_a_hanging_transaction() {
+    // Completed at 1 s; timeout 1 s + the 10 s sweep + 5 s for markers: 17 s. Asked at 30 s.
+    let report = timed(held_at_zero(Some(1_000), false), 4, 30);
+    assert_eq!(report.verdict, Verdict::Invalid, "{}", report.summary());
+    let witness = &report.anomalies[&AnomalyKind::HangingTransaction].witnesses[0];
+    assert_eq!(witness.offsets[0].0, 0);
+    assert_eq!(witness.ops.len(), 2);
+    assert_eq!(witness.ops[0].index.0, 1);
+    assert_eq!(witness.ops[1].f, "txn");
+
+    // At 16 s the clocks have not all run out yet.
+    let report = timed(held_at_zero(Some(1_000), false), 4, 16);
+    assert!(
+        !report
+            .anomalies
+            .contains_key(&AnomalyKind::HangingTransaction)
+    );
+
+    // A fault ending at 28 s may have kept the markers from the leader: 43 s.
+    let report = timed(held_at_zero(Some(1_000), true), 4, 28);
+    assert!(
+        !report
+            .anomalies
+            .contains_key(&AnomalyKind::HangingTransaction),
+        "{}",
+        report.summary()
+    );
+
+    // A history that does not say its timeout gets Kafka's largest, 15 minutes.
+    let report = timed(held_at_zero(None, false), 4, 30);
+    assert!(
+        !report
+            .anomalies
+            .contains_key(&AnomalyKind::HangingTransaction)
+    );
+}
+
+#[test]
+fn a_hold_by_an_unacknowledged_record_is_proven_by_an_acknowledgement_past_it() {
+    // Op 0-1 wrote offset 0 but its answer was lost (info); op 2-3 was acknowledged at
+    // offset 1, completing at 3 s, so the high watermark passed 0 and the transaction at 0
+    // began before 3 s. Polls answered LSO 0: 3 s + 1 s + 10 s + 5 s = 19 s.
+    let hold = |late_s| {
+        let mut b = txn_builder();
+        b.header_mut().config["transaction_timeout_ms"] = serde_json::json!(1_000);
+        b.txn(
+            0,
+            OpType::Info,
+            vec![send_micro(0, 10, None)],
+            vec![send_micro(0, 10, None)],
+        );
+        commit(&mut b, 1, &[(0, 20, 1)]);
+        poll(&mut b, 2, &[(0, &[], [0, 0, 0, 1])]);
+        poll(&mut b, 2, &[(0, &[], [0, 0, 0, 1])]);
+        timed(b, 6, late_s)
+    };
+    let report = hold(30);
+    let witness = &report.anomalies[&AnomalyKind::HangingTransaction].witnesses[0];
+    assert_eq!(
+        witness.ops[0].index.0, 3,
+        "the acknowledgement that bounds it"
+    );
+    assert!(witness.explanation.contains("no op saw acknowledged"));
+    assert_eq!(stats(&report).lso_stalls[0].held_by_op, None);
+    let report = hold(18);
+    assert!(
+        !report
+            .anomalies
+            .contains_key(&AnomalyKind::HangingTransaction)
+    );
+}

@@ -49,6 +49,24 @@ impl TxnWorkload {
             .find(|(key, _)| key == "isolation.level")
             .map_or("read_uncommitted", |(_, value)| value.as_str())
     }
+
+    /// The producers' `transaction.timeout.ms` (the client's default, 60 s, when unset; the
+    /// largest when set twice; none when unreadable, and the checker assumes Kafka's maximum).
+    fn transaction_timeout_ms(&self) -> Option<u64> {
+        let set: Vec<_> = self
+            .settings
+            .queue
+            .producer
+            .iter()
+            .filter(|(key, _)| key == "transaction.timeout.ms")
+            .map(|(_, value)| value.trim().parse::<u64>().ok())
+            .collect();
+        if set.is_empty() {
+            return Some(60_000);
+        }
+        set.into_iter()
+            .try_fold(0, |most, ms| ms.map(|ms| most.max(ms)))
+    }
 }
 
 impl Workload for TxnWorkload {
@@ -94,6 +112,8 @@ impl Workload for TxnWorkload {
             "txn": true,
             "isolation_level": self.isolation_level(),
             "abort_percent": self.settings.abort_percent,
+            // What the read-committed checker bounds a transaction's hold on the LSO with.
+            "transaction_timeout_ms": self.transaction_timeout_ms(),
         })
     }
 
