@@ -311,8 +311,19 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     // Its retry is not an error while markers are written, nor after.
     let retried = end(&mut stream, id, pid, 1, true).error_code;
     assert!(retried == 51 || retried == 0, "retried EndTxn: {retried}");
-    // The abort of a committing transaction is refused.
-    assert_eq!(end(&mut stream, id, pid, 1, false).error_code, 48);
+    // The abort of a committing transaction waits while its markers are written
+    // (CONCURRENT_TRANSACTIONS, before any epoch or outcome check, as Kafka 4.0 since
+    // KAFKA-18464) and is refused once the commit is complete.
+    let mut refused = 51;
+    wait_until(
+        "the abort refused after the commit completed",
+        Duration::from_secs(30),
+        || {
+            refused = end(&mut stream, id, pid, 1, false).error_code;
+            refused != 51
+        },
+    );
+    assert_eq!(refused, 48, "the abort of a committed transaction");
 
     // A transaction open past its timeout is aborted with an epoch bump, fencing its producer;
     // under transaction.version 2 (the default) the abort bumps once more, as Kafka's fence
@@ -342,18 +353,24 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
                 && (producer, epoch) == (expiring_pid, expiring_epoch + 2)
         },
     );
-    assert_eq!(
-        end(
-            &mut at_its_coordinator,
-            expiring,
-            expiring_pid,
-            expiring_epoch,
-            true
-        )
-        .error_code,
-        90,
-        "the expired producer is fenced"
+    // While the abort's markers are written its EndTxn waits (51); then it is fenced.
+    let mut fenced = 51;
+    wait_until(
+        "the expired producer's EndTxn answered other than CONCURRENT_TRANSACTIONS",
+        Duration::from_secs(30),
+        || {
+            fenced = end(
+                &mut at_its_coordinator,
+                expiring,
+                expiring_pid,
+                expiring_epoch,
+                true,
+            )
+            .error_code;
+            fenced != 51
+        },
     );
+    assert_eq!(fenced, 90, "the expired producer is fenced");
 
     // The coordinator dies: the next leader of the partition loads the id's state.
     cluster.nodes[(coordinator - 1) as usize].kill();

@@ -51,6 +51,7 @@ pub(super) fn queue(args: &RunArgs, settings: &Settings, bootstrap: &str) -> Que
         consumer,
         poll_timeout: Duration::from_millis(100),
         send_timeout: settings.delivery_timeout() + SEND_GRACE,
+        final_read_grace: logjam_workloads::queue::FINAL_READ_GRACE,
     })
 }
 
@@ -62,6 +63,9 @@ const TXN_ABORT_PERCENT: u32 = 10;
 /// within seconds instead of holding every read_committed consumer at the LSO for Kafka's
 /// 60 s.
 const TXN_TIMEOUT_MS: &str = "10000";
+
+/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
+const TXN_SWEEP: Duration = Duration::from_secs(10);
 
 /// The txn workload with the run's settings, talking to `bootstrap`: every consumer reads
 /// read_committed.
@@ -81,6 +85,17 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
     queue
         .consumer
         .push(("isolation.level".to_owned(), "read_committed".to_owned()));
+    // A transaction a dead process left open holds the LSO until its coordinator's timeout
+    // sweep aborts it: the final reads wait that long (Kafka's sweep runs every 10 s) before
+    // they settle for the end they reached.
+    let timeout_ms = queue
+        .producer
+        .iter()
+        .filter(|(key, _)| key == "transaction.timeout.ms")
+        .filter_map(|(_, value)| value.trim().parse::<u64>().ok())
+        .max()
+        .unwrap_or(60_000);
+    queue.final_read_grace = Duration::from_millis(timeout_ms) + TXN_SWEEP;
     TxnWorkload::new(TxnSettings {
         queue,
         transactional_id_prefix: "logjam-txn".to_owned(),

@@ -96,6 +96,7 @@ impl Workload for ProducerWorkload {
             consumer: self.settings.consumer.clone(),
             poll_timeout: Duration::from_millis(100),
             send_timeout: self.settings.send_timeout,
+            final_read_grace: crate::queue::FINAL_READ_GRACE,
         };
         let mut reader = QueueClient::new(
             process,

@@ -134,6 +134,11 @@ pub struct QueueSettings {
     pub poll_timeout: Duration,
     /// How long a send may take before it is recorded as indeterminate.
     pub send_timeout: Duration,
+    /// How long the final reads go on at the end the cluster reports while acknowledged
+    /// offsets lie beyond it: a leader catching up, a truncated log, or, read_committed, a
+    /// last stable offset an open transaction holds until its coordinator aborts it
+    /// ([`FINAL_READ_GRACE`] unless the workload needs longer).
+    pub final_read_grace: Duration,
 }
 
 /// The highest offset any ok op observed per key: the target of the final reads.
@@ -447,7 +452,7 @@ impl QueueClient {
             }
             if at_end {
                 let since = *at_end_since.get_or_insert_with(tokio::time::Instant::now);
-                if since.elapsed() >= FINAL_READ_GRACE {
+                if since.elapsed() >= self.settings.final_read_grace {
                     break;
                 }
             } else {
@@ -550,7 +555,8 @@ pub(crate) fn polled_reads(
 
 /// How long the final reads keep looking for acknowledged offsets beyond the log end the
 /// cluster reports before settling for that end.
-const FINAL_READ_GRACE: Duration = Duration::from_secs(5);
+/// The final reads' default grace at the reported end ([`QueueSettings::final_read_grace`]).
+pub const FINAL_READ_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

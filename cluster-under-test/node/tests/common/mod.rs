@@ -116,15 +116,26 @@ pub fn exchange<Req: Encodable, Resp: Decodable>(
     version: i16,
     body: &Req,
 ) -> Resp {
+    try_exchange(stream, key, version, body).expect("the node answered")
+}
+
+/// As [`exchange`], `None` when the connection closed (or timed out) before an answer: a
+/// node that lost its registration under load closes its client connections.
+pub fn try_exchange<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    body: &Req,
+) -> Option<Resp> {
     let frame = request_frame(key, version, 42, body);
-    stream.write_all(&frame).unwrap();
-    let mut response = read_frame(stream).expect("the node answered");
+    stream.write_all(&frame).ok()?;
+    let mut response = read_frame(stream)?;
     let header =
         ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
     assert_eq!(header.correlation_id, 42);
     let body = Resp::decode(&mut response, version).unwrap();
     assert_eq!(response.remaining(), 0, "response has trailing bytes");
-    body
+    Some(body)
 }
 
 /// Connects with a timeout so a hung node fails the test instead of hanging it.

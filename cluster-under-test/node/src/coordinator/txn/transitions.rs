@@ -256,9 +256,9 @@ pub enum EndOutcome {
 /// completion comes with the previous producer id.
 ///
 /// # Errors
-/// `INVALID_PRODUCER_ID_MAPPING`, `PRODUCER_FENCED`, `CONCURRENT_TRANSACTIONS` (the same
-/// outcome is being written), `INVALID_TXN_STATE` (no open transaction, or the other outcome
-/// is being or was written).
+/// `INVALID_PRODUCER_ID_MAPPING`, `PRODUCER_FENCED`, `CONCURRENT_TRANSACTIONS` (markers are
+/// being written, whatever the request's epoch or outcome), `INVALID_TXN_STATE` (no open
+/// transaction, or the other outcome was written).
 pub fn end_txn(
     current: Option<&TransactionMetadata>,
     producer_id: i64,
@@ -290,16 +290,23 @@ pub fn end_txn(
     let meta = live
         .filter(|meta| meta.producer_id == producer_id)
         .ok_or(ResponseError::InvalidProducerIdMapping)?;
+    // While markers are written (a PrepareX whose CompleteX is pending) every EndTxn of the
+    // producer id waits: CONCURRENT_TRANSACTIONS before the epoch is looked at (Kafka 4.0,
+    // KAFKA-18464). Checking the epoch first fenced a TV2 client whose abort came at the
+    // bumped epoch its commit had just been answered with, while that commit's markers were
+    // still on their way; its next transaction, opened at that epoch by a late produce's
+    // implicit add, was then left to the timeout with no client to end it.
+    if meta.state.is_prepare() {
+        return Err(ResponseError::ConcurrentTransactions);
+    }
     let retry = bump && meta.producer_epoch > 0 && epoch == meta.producer_epoch - 1;
     if meta.producer_epoch != epoch && !retry {
         return Err(ResponseError::ProducerFenced);
     }
-    // TV2 (Kafka's `isValidEpoch`): while markers are written only a retry is valid, since
-    // the current epoch is the bumped one no client was answered yet; an open or empty
-    // transaction takes only the current epoch.
+    // TV2 (Kafka's `isValidEpoch`): a completed transaction also takes a retry one epoch
+    // back; an open or empty one only the current epoch.
     if bump {
         let valid = match meta.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => retry,
             TxnState::CompleteCommit | TxnState::CompleteAbort => true,
             _ => epoch == meta.producer_epoch,
         };
@@ -330,7 +337,6 @@ pub fn end_txn(
         return Ok(EndOutcome::NeedProducerId);
     }
     match meta.state {
-        state if state == prepare => Err(ResponseError::ConcurrentTransactions),
         state if state == complete && (retry || !bump) => Ok(answer),
         TxnState::Ongoing if !retry => {
             let mut next = meta.clone();

@@ -300,7 +300,14 @@ fn end_txn_table() {
             false,
             Err(E::ConcurrentTransactions),
         ),
-        (PrepareCommit, 3, false, false, Err(E::InvalidTxnState)),
+        // Markers being written: the other outcome waits too (KAFKA-18464's order).
+        (
+            PrepareCommit,
+            3,
+            false,
+            false,
+            Err(E::ConcurrentTransactions),
+        ),
         (
             PrepareAbort,
             3,
@@ -308,7 +315,8 @@ fn end_txn_table() {
             false,
             Err(E::ConcurrentTransactions),
         ),
-        (PrepareAbort, 3, true, false, Err(E::InvalidTxnState)),
+        (PrepareAbort, 3, true, false, Err(E::ConcurrentTransactions)),
+        (PrepareAbort, 1, true, false, Err(E::ConcurrentTransactions)),
         // Retries of a completed EndTxn.
         (CompleteCommit, 3, true, false, Ok((CompleteCommit, 3))),
         (CompleteCommit, 3, false, false, Err(E::InvalidTxnState)),
@@ -320,11 +328,26 @@ fn end_txn_table() {
         (CompleteCommit, 2, true, true, Ok((CompleteCommit, 3))),
         (CompleteCommit, 2, false, true, Err(E::InvalidTxnState)),
         (PrepareCommit, 2, true, true, Err(E::ConcurrentTransactions)),
-        (PrepareCommit, 2, false, true, Err(E::InvalidTxnState)),
-        // Issue #13: TV2 at the current (bumped) epoch while markers are written is no
-        // retry: fenced, as Kafka's isValidEpoch says.
-        (PrepareCommit, 3, true, true, Err(E::ProducerFenced)),
-        (PrepareAbort, 3, false, true, Err(E::ProducerFenced)),
+        (
+            PrepareCommit,
+            2,
+            false,
+            true,
+            Err(E::ConcurrentTransactions),
+        ),
+        // TV2 at the current (bumped) epoch while markers are written: the client was
+        // answered that epoch by the EndTxn that prepared, and its next EndTxn (an empty
+        // abort after a failed send) waits for the markers instead of being fenced
+        // (KAFKA-18464, Kafka 4.0: the pending transition is checked before isValidEpoch).
+        (PrepareCommit, 3, true, true, Err(E::ConcurrentTransactions)),
+        (
+            PrepareCommit,
+            3,
+            false,
+            true,
+            Err(E::ConcurrentTransactions),
+        ),
+        (PrepareAbort, 3, false, true, Err(E::ConcurrentTransactions)),
         (Empty, 2, false, true, Err(E::ProducerFenced)),
         (CompleteCommit, 3, true, true, Err(E::InvalidTxnState)),
         // TV2 aborts with nothing open.
@@ -572,4 +595,44 @@ fn a_fenced_producer_stays_fenced_table() {
             );
         }
     }
+}
+
+/// The hang a faulted txn run found: a TV2 commit answered at bumped epoch 5 whose markers
+/// were delayed by a partition, the client's abort after a failed send of its next
+/// transaction, and a late produce's implicit add at epoch 5 once the markers landed. The
+/// abort must wait for the markers (not be fenced), then bump to 6 and fence the late add;
+/// fenced instead, the client gave up and the add opened a transaction nobody would end.
+#[test]
+fn an_abort_during_a_commits_markers_waits_then_fences_a_late_add() {
+    let prepared = TransactionMetadata {
+        tv2: true,
+        partitions: parts(&[("t", 1), ("t", 2)]),
+        ..meta(TxnState::PrepareCommit, 5)
+    };
+    assert_eq!(
+        end_txn(Some(&prepared), 7, 5, false, true, NOW, None),
+        Err(E::ConcurrentTransactions),
+        "the abort waits for the commit's markers"
+    );
+    let work = marker_work(&prepared).unwrap();
+    let committed = complete(Some(&prepared), &work, NOW).unwrap();
+    assert_eq!(
+        (committed.state, committed.producer_epoch),
+        (TxnState::CompleteCommit, 5)
+    );
+    let aborting = match end_txn(Some(&committed), 7, 5, false, true, NOW, None) {
+        Ok(EndOutcome::Write(next)) => next,
+        other => panic!("the empty abort is written: {other:?}"),
+    };
+    assert_eq!(
+        (aborting.state, aborting.producer_epoch),
+        (TxnState::PrepareAbort, 6)
+    );
+    let work = marker_work(&aborting).unwrap();
+    let aborted = complete(Some(&aborting), &work, NOW).unwrap();
+    assert_eq!(
+        add_partitions(Some(&aborted), 7, 5, &parts(&[("t", 0)]), NOW),
+        Err(E::ProducerFenced),
+        "the late produce's add at the old epoch is fenced"
+    );
 }
