@@ -11,7 +11,7 @@
 //! loads the Prepare* state and sends the markers again (the failover resume). The same scan
 //! aborts transactions open past their timeout ([`transitions::expire`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub struct MarkerSender {
     /// epoch it runs in.
     tasks: Mutex<HashMap<String, (MarkerWork, i32)>>,
     clients: Mutex<HashMap<(String, u16), Arc<NodeClient>>>,
+    /// Ids whose timeout abort is being written: a scan does not start another while the
+    /// write waits for its commit (the committed state still reads Ongoing until then).
+    expiring: Mutex<HashSet<String>>,
     wake: Notify,
 }
 
@@ -57,6 +60,7 @@ impl MarkerSender {
             replicas,
             tasks: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
+            expiring: Mutex::new(HashSet::new()),
             wake: Notify::new(),
         }
     }
@@ -68,6 +72,12 @@ impl MarkerSender {
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, (MarkerWork, i32)>> {
         self.tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn expiring(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.expiring
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -138,6 +148,9 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
             tokio::spawn(finish(Arc::clone(coordinator), id, index, work, epoch));
         }
         for id in expired {
+            if !coordinator.markers.expiring().insert(id.clone()) {
+                continue;
+            }
             let coordinator = Arc::clone(coordinator);
             tokio::spawn(async move {
                 tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
@@ -146,6 +159,7 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
                         Ok((current.and_then(|meta| transitions::expire(meta, now)), ()))
                     })
                     .await;
+                coordinator.markers.expiring().remove(&id);
                 if expired.is_ok() {
                     coordinator.markers.wake();
                 }
