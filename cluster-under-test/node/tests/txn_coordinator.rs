@@ -499,14 +499,15 @@ fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
     let (controller, _) = cluster.wait_for_leader(&[0, 1, 2, 3, 4], 0, Duration::from_secs(30));
     let controller = controller as i32 + 1;
     find(first, "completion-0");
-    // (leader, replicas, isr) of every partition of `topic`, by index.
-    let layout = |topic: &str| -> Vec<(i32, Vec<i32>, Vec<i32>)> {
+    // (leader, replicas, isr) of every partition of `topic`, by index, as the node at `via`
+    // sees it.
+    let layout = |via: SocketAddr, topic: &str| -> Vec<(i32, Vec<i32>, Vec<i32>)> {
         // Five debug nodes creating 50 transaction-log partitions on two cores: a node may
         // close its listener for a moment (it re-registers) or miss an answer; ask again,
         // for up to 30 s.
         let metadata = (0..120)
             .find_map(|_| {
-                common::metadata(first).or_else(|| {
+                common::metadata(via).or_else(|| {
                     std::thread::sleep(Duration::from_millis(250));
                     None
                 })
@@ -536,8 +537,8 @@ fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
         "every partition led and fully in sync",
         Duration::from_secs(60),
         || {
-            let txn = layout(TXN_TOPIC);
-            let data = layout(DATA);
+            let txn = layout(first, TXN_TOPIC);
+            let data = layout(first, DATA);
             txn.len() == 50
                 && data.len() == 5
                 && txn
@@ -546,8 +547,8 @@ fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
                     .all(|(l, r, isr)| *l >= 1 && r.len() == isr.len())
         },
     );
-    let txn = layout(TXN_TOPIC);
-    let data = layout(DATA);
+    let txn = layout(first, TXN_TOPIC);
+    let data = layout(first, DATA);
     // An id, its coordinator C, a replica A of its partition, and a data partition led by a
     // node M outside that partition's replicas.
     let (id, coordinator, replica, data_partition, data_leader) = (0..)
@@ -576,12 +577,16 @@ fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
     cluster.nodes[(data_leader - 1) as usize].pause();
     let ended = end(&mut stream, &id, producer.0, producer.1, true);
     assert_eq!(ended.error_code, 0, "PrepareCommit written: {ended:?}");
-    cluster.nodes[(replica - 1) as usize].kill();
+    // A clean stop, not a kill: the controller takes a broker in controlled shutdown out of
+    // every ISR at once. A killed replica of this idle partition would stay in its ISR (its
+    // log end equals the leader's, which Kafka counts as caught up however long it is silent)
+    // until its broker session expires, 30 s here: as long as the wait below.
+    cluster.nodes[(replica - 1) as usize].terminate();
     let index = partition_for(&id) as usize;
     wait_until(
         "the transaction log's ISR below its min.isr",
         Duration::from_secs(30),
-        || layout(TXN_TOPIC)[index].2.len() == 2,
+        || layout(at(coordinator), TXN_TOPIC)[index].2.len() == 2,
     );
     cluster.nodes[(data_leader - 1) as usize].resume();
     wait_until("the COMMIT marker", Duration::from_secs(30), || {

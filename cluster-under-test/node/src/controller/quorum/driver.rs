@@ -72,7 +72,13 @@ impl Driver {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {
                     let moment = self.moment();
+                    let before = self.node.describe_quorum();
                     self.node.tick(moment);
+                    if let Some(before) = before
+                        && self.node.role() == Role::Resigned
+                    {
+                        log_check_quorum_resignation(&before, moment.now_ms);
+                    }
                 }
                 command = commands.recv() => match command {
                     None | Some(CommandBox(Command::Stop)) => break,
@@ -385,6 +391,27 @@ impl Driver {
             let _ = writer.send(frame);
         }
     }
+}
+
+/// Why a leader resigned on a tick (check quorum): when each voter last fetched, as the
+/// leader saw it just before.
+fn log_check_quorum_resignation(before: &QuorumDescription, now_ms: u64) {
+    let fetched: Vec<String> = before
+        .current_voters
+        .iter()
+        .map(|voter| match voter.last_fetch_timestamp_ms {
+            Some(at) => format!(
+                "{}: {} ms ago",
+                voter.replica_id.0,
+                now_ms.saturating_sub(at)
+            ),
+            None => format!("{}: never", voter.replica_id.0),
+        })
+        .collect();
+    tracing::warn!(
+        ?fetched,
+        "resigned: a majority of voters has not fetched within the check-quorum window"
+    );
 }
 
 pub(super) fn split<R>(
