@@ -9,7 +9,7 @@
 //! nodes        6            # cluster size (default 3)
 //! controllers  3            # dedicated KRaft controllers (default 0: combined nodes)
 //! keys         1            # partitions of the workload topic (default 1)
-//! workload     producer     # queue (default) or producer
+//! workload     producer     # queue (default), producer, txn, eos or group
 //! time-limit   25           # seconds of workload (default 30)
 //! rate         50           # client ops per second (default 50)
 //! concurrency  4            # client processes (default 4)
@@ -29,12 +29,16 @@
 //! (a partition had no leader for a while), `refused` (a write was refused with
 //! NOT_ENOUGH_REPLICAS), `valid` / `invalid` (the checkers' verdict), `anomaly:<kind>` (the
 //! checkers report that kind, e.g. `anomaly:duplicate`), `retried` (producer workload: an
-//! acknowledged send's batch took more than one produce request); with a member pool,
+//! acknowledged send's batch took more than one produce request), `lso-stall:<s>` (a
+//! read_committed reader was held at one last stable offset for at least s seconds, as the
+//! read-committed checker measured it), `lso-stall-under:<s>` (polls were checked and none was
+//! held that long); with a member pool,
 //! `cause:<cause>` (its coordinator started a rebalance with that cause after the group settled,
 //! or for `coordinator-moved` a new coordinator loaded the group), `no-rebalance` (none after
-//! the group settled), `rebalances:<n>` (at least n after it settled) and `offsets-survive` (members that took partitions over after a node
+//! the group settled), `rebalances:<n>` (at least n after it settled), and `offsets-survive` (members that took partitions over after a node
 //! fault on the coordinator started from the offsets committed before it). A scenario with a
-//! member pool may have no steps: its settings alone can be what it shows.
+//! member pool, or of the eos or txn workload (which bring their own crashes and aborts), may
+//! have no steps: its settings alone can be what it shows.
 //!
 //! The exit code says whether the scenario showed what it expects: 0 yes, 1 no, 3 the harness
 //! failed. The run is stored like any other, with `scenario.json` beside its report.
@@ -85,6 +89,34 @@ const SHIPPED: &[(&str, &str)] = &[
     (
         "retry-reorder-idempotent",
         include_str!("../scenarios/retry-reorder-idempotent.scn"),
+    ),
+    (
+        "eos-offsets-outside-transaction",
+        include_str!("../scenarios/eos-offsets-outside-transaction.scn"),
+    ),
+    (
+        "eos-offsets-in-transaction",
+        include_str!("../scenarios/eos-offsets-in-transaction.scn"),
+    ),
+    (
+        "hanging-transaction",
+        include_str!("../scenarios/hanging-transaction.scn"),
+    ),
+    (
+        "hanging-transaction-short-timeout",
+        include_str!("../scenarios/hanging-transaction-short-timeout.scn"),
+    ),
+    (
+        "canary-read-committed-ignores-lso",
+        include_str!("../scenarios/canary-read-committed-ignores-lso.scn"),
+    ),
+    (
+        "canary-commit-before-markers",
+        include_str!("../scenarios/canary-commit-before-markers.scn"),
+    ),
+    (
+        "canary-skip-abort-marker",
+        include_str!("../scenarios/canary-skip-abort-marker.scn"),
     ),
     (
         "rebalance-session-timeout",
@@ -181,6 +213,11 @@ pub enum Expectation {
     /// Every offset the members committed before the node fault on the coordinator was still
     /// committed at the end.
     OffsetsSurvive,
+    /// A read_committed reader was held at one last stable offset for at least this many
+    /// seconds (`lso-stall:6`), as the read-committed checker measured it.
+    LsoStallAtLeast(u64),
+    /// Read_committed polls were checked and none was held that long (`lso-stall-under:6`).
+    LsoStallUnder(u64),
 }
 
 impl Expectation {
@@ -193,6 +230,12 @@ impl Expectation {
         }
         if let Some(count) = word.strip_prefix("rebalances:") {
             return count.parse().ok().map(Expectation::Rebalances);
+        }
+        if let Some(seconds) = word.strip_prefix("lso-stall-under:") {
+            return seconds.parse().ok().map(Expectation::LsoStallUnder);
+        }
+        if let Some(seconds) = word.strip_prefix("lso-stall:") {
+            return seconds.parse().ok().map(Expectation::LsoStallAtLeast);
         }
         Some(match word {
             "lost" => Expectation::Lost,
@@ -214,6 +257,8 @@ impl Expectation {
             Expectation::Anomaly(kind) => return format!("anomaly:{kind}"),
             Expectation::Cause(cause) => return format!("cause:{cause}"),
             Expectation::Rebalances(count) => return format!("rebalances:{count}"),
+            Expectation::LsoStallAtLeast(seconds) => return format!("lso-stall:{seconds}"),
+            Expectation::LsoStallUnder(seconds) => return format!("lso-stall-under:{seconds}"),
             Expectation::NoRebalance => "no-rebalance",
             Expectation::OffsetsSurvive => "offsets-survive",
             Expectation::Lost => "lost",
@@ -336,7 +381,7 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
                         "{name} line {line}: unknown expectation `{value}` (lost, no-loss, \
                      unclean-election, unavailable, refused, valid, invalid, retried, \
                      anomaly:<kind>, cause:<rebalance cause>, no-rebalance, rebalances:<n>, \
-                     offsets-survive)"
+                     offsets-survive, lso-stall:<s>, lso-stall-under:<s>)"
                     )
                 })?),
             other => bail!(
@@ -350,13 +395,22 @@ pub fn parse(name: &str, text: &str) -> anyhow::Result<Scenario> {
     if scenario.expect.is_empty() {
         bail!("{name}: a scenario needs at least one `expect` line");
     }
-    // A member pool's settings alone can be what a scenario shows (the poll clock).
     let has_steps = timeline_text.lines().any(|l| !l.trim().is_empty());
-    if has_steps || scenario.members.members == 0 {
+    if has_steps || !scenario.may_run_without_steps() {
         scenario.steps = timeline::parse(&timeline_text, scenario.nodes)
             .with_context(|| format!("in scenario {name}"))?;
     }
     Ok(scenario)
+}
+
+impl Scenario {
+    /// Whether its settings alone can be what it shows: a member pool's (the poll clock), or
+    /// a workload that brings its own faults (eos pipeline processes crash as their commits
+    /// return; txn transactions are deliberately aborted), as a canary or a common mistake
+    /// needs no nemesis to show.
+    fn may_run_without_steps(&self) -> bool {
+        self.members.members > 0 || matches!(self.workload, WorkloadName::Eos | WorkloadName::Txn)
+    }
 }
 
 /// Finds a shipped scenario by name, or reads a file.
@@ -476,6 +530,7 @@ pub fn run(args: &ScenarioArgs, privilege: Option<Privilege>) -> anyhow::Result<
 fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
     let outcome = metrics::outcome(run_dir)?;
     let retried = retried_sends(run_dir)?;
+    let stalls = LsoStalls::of(run_dir)?;
     let rebalances = read_json(&run_dir.join("rebalances.json")).unwrap_or(Value::Null);
     let causes = rebalances["causes_after_settle"].clone();
     let loads = rebalances["loads_after_settle"].as_u64().unwrap_or(0);
@@ -589,6 +644,13 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
                     causes.as_object().is_some_and(serde_json::Map::is_empty),
                     causes_said(),
                 ),
+                Expectation::LsoStallAtLeast(seconds) => {
+                    (stalls.longest_ms >= seconds * 1000, stalls.describe())
+                }
+                Expectation::LsoStallUnder(seconds) => (
+                    stalls.polls_checked > 0 && stalls.longest_ms < seconds * 1000,
+                    stalls.describe(),
+                ),
                 Expectation::OffsetsSurvive => (
                     rebalances["offsets_survive"] == json!(true),
                     format!(
@@ -609,6 +671,51 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
         "checks": checks,
         "verdict": outcome.verdict,
     }))
+}
+
+/// What the read-committed checker measured of the LSO's holds (report.json's
+/// `stats.read_committed`; nothing for a run without read_committed polls).
+struct LsoStalls {
+    polls_checked: u64,
+    longest_ms: u64,
+    longest: Option<String>,
+}
+
+impl LsoStalls {
+    fn of(run_dir: &Path) -> anyhow::Result<LsoStalls> {
+        let report = read_json(&run_dir.join("report.json"))?;
+        let stats = &report["stats"]["read_committed"];
+        let stalls = stats["lso_stalls"].as_array().cloned().unwrap_or_default();
+        let longest = stalls
+            .iter()
+            .max_by_key(|stall| stall["duration_ms"].as_u64().unwrap_or(0));
+        Ok(LsoStalls {
+            polls_checked: stats["polls_checked"].as_u64().unwrap_or(0),
+            longest_ms: longest.map_or(0, |stall| stall["duration_ms"].as_u64().unwrap_or(0)),
+            longest: longest.map(|stall| {
+                format!(
+                    "key {} held at offset {} for {:.1} s (from {:.1} s into the run)",
+                    stall["key"],
+                    stall["offset"],
+                    stall["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                    stall["from_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                )
+            }),
+        })
+    }
+
+    fn describe(&self) -> String {
+        match &self.longest {
+            Some(longest) => format!(
+                "{} read_committed poll(s) checked; the longest LSO stall: {longest}",
+                self.polls_checked
+            ),
+            None => format!(
+                "{} read_committed poll(s) checked; no LSO stall of a second or more",
+                self.polls_checked
+            ),
+        }
+    }
 }
 
 /// Acknowledged sends the producer checker saw retried (`producer.retried` in report.json;
@@ -644,12 +751,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lso_stall_expectations_parse_and_name_themselves() {
+        for (word, expected) in [
+            ("lso-stall:6", Expectation::LsoStallAtLeast(6)),
+            ("lso-stall-under:5", Expectation::LsoStallUnder(5)),
+        ] {
+            let parsed = Expectation::parse(word).unwrap();
+            assert_eq!(parsed, expected);
+            assert_eq!(parsed.name(), word);
+        }
+        assert_eq!(Expectation::parse("lso-stall:"), None);
+    }
+
+    #[test]
     fn every_shipped_scenario_parses() {
         for (name, text) in SHIPPED {
             let scenario = parse(name, text).unwrap();
             assert!(!scenario.description.is_empty(), "{name} has a description");
             assert!(
-                !scenario.steps.is_empty() || scenario.members.members > 0,
+                !scenario.steps.is_empty() || scenario.may_run_without_steps(),
                 "{name} has steps"
             );
             assert!(
@@ -665,6 +785,7 @@ mod tests {
             ("expect lost\nnodes x\n1 kill", "line 2"),
             ("expect lost\nfly away\n1 kill", "unknown directive `fly`"),
             ("expect maybe\n1 kill", "unknown expectation"),
+            ("expect lso-stall:soon\n1 kill", "unknown expectation"),
             ("nodes 3\n1 kill", "at least one `expect`"),
             ("expect lost\nset acks\n1 kill", "key=value"),
             ("expect lost\n\n1 explode", "line 3"),

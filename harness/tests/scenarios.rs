@@ -2,7 +2,8 @@
 //! disabled twin show their outcomes, and every canary (a deliberate bug switched on in the
 //! node) is caught by the checkers with the anomaly its scenario names. Each scenario is a
 //! real multi-process cluster under a scripted fault timeline. The producer post's
-//! retry-reorder shows reordered and duplicated sends, and its idempotent twin shows none.
+//! retry-reorder shows reordered and duplicated sends, and its idempotent twin shows none. The
+//! transaction canaries are caught by the txn workload's read-committed checker.
 //!
 //! The runs take a lock: two clusters at once would starve each other on two cores.
 
@@ -123,6 +124,28 @@ fn canary_skip_follower_truncation_is_caught() {
     twin_without_canary_lacks(
         "canary-skip-follower-truncation",
         "anomaly:inconsistent-offsets",
+    );
+}
+
+#[test]
+fn canary_read_committed_ignores_lso_is_caught() {
+    // Fault-free: the txn workload's own aborts are what a read past the LSO exposes. Its
+    // twin is txn_workload's fault-free runs, valid with the same workload.
+    let judged = shows("canary-read-committed-ignores-lso");
+    assert!(
+        evidence(&judged, "anomaly:read-above-lso").contains("read-above-lso"),
+        "{judged:#}"
+    );
+}
+
+#[test]
+fn canary_commit_before_markers_is_caught_and_its_twin_is_not() {
+    shows("canary-commit-before-markers");
+    // The same leader kills with markers retried: every committed transaction's markers land,
+    // and no read_committed reader is held for good.
+    twin_without_canary_lacks(
+        "canary-commit-before-markers",
+        "anomaly:hanging-transaction",
     );
 }
 

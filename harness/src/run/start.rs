@@ -44,6 +44,7 @@ const CLIENT_KEYS: &[&str] = &[
     "max.in.flight.requests.per.connection",
     "transaction.timeout.ms",
     EOS_MODE_KEY,
+    TXN_MODE_KEY,
 ];
 
 /// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
@@ -52,6 +53,13 @@ const CLIENT_KEYS: &[&str] = &[
 /// `member-per-process` (every harness process is its own group member: constant churn).
 /// A workload setting: no client or node sees it.
 pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
+
+/// `--set logjam.txn=<options>`, comma-separated: `abandon` (a few of the txn workload's
+/// processes die mid-transaction, after their sends and before EndTxn, and never come back:
+/// the coordinator aborts what they left open after `transaction.timeout.ms`, and until then
+/// every read_committed reader of those partitions stops at the LSO). A workload setting: no
+/// client or node sees it.
+pub(super) const TXN_MODE_KEY: &str = "logjam.txn";
 
 /// The harness's client timeouts (see the module doc), applied unless `--set` gives the key.
 pub(crate) const CLIENT_DEFAULTS: &[(&str, &str)] = &[
@@ -84,16 +92,25 @@ impl Settings {
         self.client
             .iter()
             .chain(&self.client_defaults)
-            .filter(|(key, _)| key != EOS_MODE_KEY)
+            .filter(|(key, _)| key != EOS_MODE_KEY && key != TXN_MODE_KEY)
             .cloned()
             .collect()
     }
 
     /// True when `--set logjam.eos=...` lists `option` (comma-separated).
     pub(super) fn eos_option(&self, option: &str) -> bool {
+        self.mode_option(EOS_MODE_KEY, option)
+    }
+
+    /// True when `--set logjam.txn=...` lists `option` (comma-separated).
+    pub(super) fn txn_option(&self, option: &str) -> bool {
+        self.mode_option(TXN_MODE_KEY, option)
+    }
+
+    fn mode_option(&self, mode_key: &str, option: &str) -> bool {
         self.client
             .iter()
-            .filter(|(key, _)| key == EOS_MODE_KEY)
+            .filter(|(key, _)| key == mode_key)
             .any(|(_, value)| value.split(',').any(|v| v.trim() == option))
     }
 
@@ -120,6 +137,29 @@ impl Settings {
     }
 }
 
+/// The options `logjam.eos` and `logjam.txn` know: a misspelt one is an error naming the
+/// key, not a run that silently tests something else.
+fn check_mode_options(key: &str, value: &str) -> anyhow::Result<()> {
+    let known: &[&str] = match key {
+        EOS_MODE_KEY => &[
+            "offsets-outside-transaction",
+            "no-crashes",
+            "member-per-process",
+        ],
+        TXN_MODE_KEY => &["abandon"],
+        _ => return Ok(()),
+    };
+    for option in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        if !known.contains(&option) {
+            bail!(
+                "--set {key}={value}: unknown option `{option}` (known: {})",
+                known.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Splits `--set key=value` into node properties, client properties and the replication
 /// factor, and adds the harness's client timeouts for the keys the user did not give.
 pub(super) fn split_settings(settings: &[String]) -> anyhow::Result<Settings> {
@@ -135,6 +175,7 @@ pub(super) fn split_settings(settings: &[String]) -> anyhow::Result<Settings> {
                     .with_context(|| format!("--set replication.factor={value}: not a number"))?,
             );
         } else if CLIENT_KEYS.contains(&key.as_str()) {
+            check_mode_options(&key, &value)?;
             client.push((key, value));
         } else {
             node.push((key, value));
@@ -307,6 +348,33 @@ mod tests {
         assert_eq!(settings.client, pairs(&[("acks", "1")]));
         assert_eq!(settings.replication_factor, Some(1));
         assert!(split_settings(&["acks".into()]).is_err());
+    }
+
+    #[test]
+    fn workload_modes_are_the_harness_s_and_misspelt_options_are_refused() {
+        let settings = split_settings(&[
+            "logjam.txn=abandon".into(),
+            "logjam.eos=no-crashes,member-per-process".into(),
+        ])
+        .unwrap();
+        assert!(settings.txn_option("abandon"));
+        assert!(settings.eos_option("member-per-process"));
+        assert!(!settings.eos_option("offsets-outside-transaction"));
+        assert!(
+            settings.node.is_empty()
+                && settings
+                    .producer()
+                    .iter()
+                    .all(|(k, _)| !k.starts_with("logjam.")),
+            "neither nodes nor clients see a workload mode"
+        );
+        let error = split_settings(&["logjam.txn=abandonn".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("logjam.txn") && error.contains("abandonn") && error.contains("abandon"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -64,6 +64,11 @@ const TXN_ABORT_PERCENT: u32 = 10;
 /// 60 s.
 const TXN_TIMEOUT_MS: &str = "10000";
 
+/// The share of transactions `--set logjam.txn=abandon` abandons (their process dies before
+/// EndTxn), in percent: about one a second at the default rate, each holding the LSO of the
+/// partitions it sent to until its coordinator times it out.
+const TXN_ABANDON_PERCENT: u32 = 1;
+
 /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
 const TXN_SWEEP: Duration = Duration::from_secs(10);
 
@@ -100,6 +105,11 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
         queue,
         transactional_id_prefix: "logjam-txn".to_owned(),
         abort_percent: TXN_ABORT_PERCENT,
+        abandon_percent: if settings.txn_option("abandon") {
+            TXN_ABANDON_PERCENT
+        } else {
+            0
+        },
     })
 }
 

@@ -21,6 +21,8 @@ pub struct TxnSettings {
     pub transactional_id_prefix: String,
     /// The share of transactions aborted on purpose, in percent.
     pub abort_percent: u32,
+    /// The share of the others whose process dies before EndTxn, in percent (0: none).
+    pub abandon_percent: u32,
 }
 
 /// Jepsen's transactional queue.
@@ -112,6 +114,7 @@ impl Workload for TxnWorkload {
             "txn": true,
             "isolation_level": self.isolation_level(),
             "abort_percent": self.settings.abort_percent,
+            "abandon_percent": self.settings.abandon_percent,
             // What the read-committed checker bounds a transaction's hold on the LSO with.
             "transaction_timeout_ms": self.transaction_timeout_ms(),
         })
@@ -124,6 +127,7 @@ impl Workload for TxnWorkload {
             self.settings.queue.keys,
             self.settings.abort_percent,
         )
+        .with_abandon_percent(self.settings.abandon_percent)
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> TxnClient {

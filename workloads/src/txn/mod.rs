@@ -66,9 +66,28 @@ pub enum TxnInvocation {
         /// The keys to assign.
         keys: Vec<Key>,
     },
+    /// A transaction of `steps` whose process dies after them, before EndTxn (`--set
+    /// logjam.txn=abandon`): a producer that crashed mid-transaction and never came back. The
+    /// op fails (no EndTxn(commit) was sent, so nothing of it can commit) and the process is
+    /// retired; the coordinator aborts what it left open after `transaction.timeout.ms`.
+    Abandon {
+        /// The micro-ops, in order.
+        steps: Vec<Step>,
+    },
     /// Throw the client away and start a fresh one.
     Crash,
 }
+
+/// How a transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Commit,
+    Abort,
+    Abandon,
+}
+
+/// The error of an abandoned transaction's op.
+const ABANDONED: &str = "abandoned mid-transaction: the process died before EndTxn";
 
 /// The longest transaction, in micro-ops (Jepsen's `:max-txn-length` in txn mode).
 pub const MAX_TXN_LENGTH: usize = 4;
@@ -81,6 +100,7 @@ pub struct TxnGenerator {
     keys: u32,
     sent: i64,
     abort_percent: u32,
+    abandon_percent: u32,
 }
 
 impl TxnGenerator {
@@ -94,7 +114,17 @@ impl TxnGenerator {
             keys: keys.max(1),
             sent: 0,
             abort_percent: abort_percent.min(100),
+            abandon_percent: 0,
         }
+    }
+
+    /// Abandons about `percent`% of the transactions not aborted on purpose (their process
+    /// dies before EndTxn). Zero, the default, draws nothing, so a run without it replays the
+    /// same ops as before it existed.
+    #[must_use]
+    pub fn with_abandon_percent(mut self, percent: u32) -> TxnGenerator {
+        self.abandon_percent = percent.min(100);
+        self
     }
 
     /// The next operation: 95% transactions, 4% re-assignments, 1% crashes.
@@ -118,6 +148,12 @@ impl TxnGenerator {
                     })
                     .collect();
                 let abort = self.rng.random_range(0..100) < self.abort_percent;
+                if !abort
+                    && self.abandon_percent > 0
+                    && self.rng.random_range(0..100) < self.abandon_percent
+                {
+                    return TxnInvocation::Abandon { steps };
+                }
                 TxnInvocation::Txn { steps, abort }
             }
             95..99 => {
@@ -298,7 +334,11 @@ impl TxnClient {
     /// Only when the history cannot be written; cluster errors become `fail`/`info` ops.
     pub async fn invoke(&mut self, invocation: TxnInvocation) -> Result<Completion, RecordError> {
         match invocation {
-            TxnInvocation::Txn { steps, abort } => self.transaction(steps, abort).await,
+            TxnInvocation::Txn { steps, abort } => {
+                let end = if abort { End::Abort } else { End::Commit };
+                self.transaction(steps, end).await
+            }
+            TxnInvocation::Abandon { steps } => self.transaction(steps, End::Abandon).await,
             TxnInvocation::Assign { keys } => {
                 let value = OpValue::Keys(keys.clone());
                 self.record(OpType::Invoke, Function::Assign, value.clone(), None)?;
@@ -324,11 +364,7 @@ impl TxnClient {
         }
     }
 
-    async fn transaction(
-        &mut self,
-        steps: Vec<Step>,
-        abort: bool,
-    ) -> Result<Completion, RecordError> {
+    async fn transaction(&mut self, steps: Vec<Step>, end: End) -> Result<Completion, RecordError> {
         let f = function_of(&steps);
         let mut micro: Vec<MicroOp> = steps
             .iter()
@@ -348,8 +384,18 @@ impl TxnClient {
             None,
         )?;
         let positions = self.positions();
-        let outcome = self.run(&steps, abort, &mut micro).await;
+        let outcome = self.run(&steps, end, &mut micro).await;
         let value = OpValue::MicroOps(micro);
+        if end == End::Abandon && outcome.as_ref().is_err_and(|f| f.error == ABANDONED) {
+            // The process dies here: its producer goes without a word (no EndTxn, no close),
+            // and it never returns, so its transactional.id is never initialised again.
+            self.producer = None;
+            self.consumer = None;
+            self.record(OpType::Fail, f, value, Some(ABANDONED.to_owned()))?;
+            self.record(OpType::Invoke, Function::Crash, OpValue::Null, None)?;
+            self.record(OpType::Info, Function::Crash, OpValue::Null, None)?;
+            return Ok(Completion::Info);
+        }
         match outcome {
             Ok(()) => {
                 self.record(OpType::Ok, f, value, None)?;
@@ -400,7 +446,7 @@ impl TxnClient {
     async fn run(
         &mut self,
         steps: &[Step],
-        abort: bool,
+        end: End,
         micro: &mut [MicroOp],
     ) -> Result<(), Failure> {
         let timeout = self.settings.queue.send_timeout;
@@ -444,9 +490,15 @@ impl TxnClient {
                 },
             }
         }
-        if failed.is_some() || abort {
+        if failed.is_some() || end == End::Abort {
             let error = failed.unwrap_or_else(|| "aborted on purpose".to_owned());
             return Err(self.abort(error, timeout).await);
+        }
+        if end == End::Abandon {
+            return Err(Failure {
+                certainty: Certainty::Definite,
+                error: ABANDONED.to_owned(),
+            });
         }
         let producer = self.producer.as_ref().expect("initialised");
         match tokio::time::timeout(timeout, producer.commit_transaction()).await {
@@ -593,6 +645,40 @@ mod tests {
             none.next_invocation(),
             TxnInvocation::Txn { abort: true, .. }
         )));
+    }
+
+    #[test]
+    fn abandoned_transactions_come_only_when_asked_and_leave_other_ops_alone() {
+        let ops = |abandon| {
+            let mut generator = TxnGenerator::new(5, 0, 4, 10).with_abandon_percent(abandon);
+            (0..2000)
+                .map(|_| generator.next_invocation())
+                .collect::<Vec<_>>()
+        };
+        let plain = ops(0);
+        assert_eq!(
+            plain,
+            {
+                let mut generator = TxnGenerator::new(5, 0, 4, 10);
+                (0..2000)
+                    .map(|_| generator.next_invocation())
+                    .collect::<Vec<_>>()
+            },
+            "a zero share draws nothing: the same seed replays the same ops"
+        );
+        assert!(
+            !plain
+                .iter()
+                .any(|op| matches!(op, TxnInvocation::Abandon { .. }))
+        );
+        let abandoned = ops(10)
+            .iter()
+            .filter(|op| matches!(op, TxnInvocation::Abandon { .. }))
+            .count();
+        assert!(
+            (100..260).contains(&abandoned),
+            "about 10% of the 90% not aborted: {abandoned}"
+        );
     }
 
     /// After a failed transaction every partition goes back: a read one to its position with
