@@ -304,13 +304,25 @@ impl TxnClient {
                 error: format!("producer: {error}"),
             })?;
             // InitProducerId changes no data: whatever its outcome, nothing of this op committed.
-            producer
-                .init_transactions()
-                .await
-                .map_err(|error| Failure {
-                    certainty: Certainty::Definite,
-                    error: format!("init_transactions: {error}"),
-                })?;
+            // Bounded as the op's other calls are (Kafka bounds it with max.block.ms): without a
+            // coordinator to answer (brokers waiting out their old sessions after restarts),
+            // every fresh process sat in it for as long as that lasted, 25 s in one run.
+            let timeout = self.settings.queue.send_timeout;
+            match tokio::time::timeout(timeout, producer.init_transactions()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    return Err(Failure {
+                        certainty: Certainty::Definite,
+                        error: format!("init_transactions: {error}"),
+                    });
+                }
+                Err(_) => {
+                    return Err(Failure {
+                        certainty: Certainty::Definite,
+                        error: "init_transactions: no answer in time".to_owned(),
+                    });
+                }
+            }
             self.producer = Some(producer);
         }
         Ok(self.producer.as_ref().expect("just created"))
