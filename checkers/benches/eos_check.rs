@@ -160,6 +160,8 @@ fn generate(records: i64, path: &Path) {
                     offsets_in_txn: true,
                     rebalances: Vec::new(),
                     crashed_after_commit: false,
+                    group_metadata: true,
+                    paused_ms: None,
                 };
                 let done = if aborted { OpType::Fail } else { OpType::Ok };
                 out.client(

@@ -13,6 +13,11 @@
 //! | `offsets-not-atomic` | an input reflected in committed output at or above the group's committed offset for its partition, after the pipeline ended | output committed without its offsets |
 //! | `aborted-output-visible` | a committed-output record written by a transaction whose op ended `fail` (aborted, or its producer fenced) | transaction abort / fencing |
 //!
+//! Zombies (pipeline ops that paused mid-transaction, `paused_ms`) are counted in
+//! `stats.zombies`: how many, how many had inputs another pipeline op committed while they
+//! slept (their partitions were taken over), and how each ended. A zombie that commits after
+//! a takeover duplicates the inputs both consumed, and `eos-duplicate` names it.
+//!
 //! Nothing read of `eos-out` ⇒ no loss claims. Only output records count as records read, so
 //! a run whose committed output is empty (the pipeline processed nothing) is `unknown`.
 
@@ -57,6 +62,25 @@ struct Txn {
     offsets_in_txn: bool,
     rebalances: usize,
     crashed: bool,
+    group_metadata: bool,
+    /// A zombie's pause and its inputs (kept for zombies only).
+    zombie: Option<(u64, Vec<Place>)>,
+}
+
+/// What the zombies of an eos run did (`stats.zombies`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ZombieStats {
+    /// Pipeline ops that paused mid-transaction.
+    pub paused: u64,
+    /// Of those, the ones with an input that another pipeline op consumed and committed
+    /// (its op ended ok): the group gave their partitions to another member.
+    pub taken_over: u64,
+    /// Zombies taken over whose op ended `fail`: the commit was refused (fenced) and aborted.
+    pub refused: u64,
+    /// Zombies taken over whose op ended `ok`: they committed anyway.
+    pub committed: u64,
+    /// Zombies taken over whose commit's outcome is unknown.
+    pub unknown: u64,
 }
 
 /// Streaming exactly-once checker.
@@ -173,6 +197,15 @@ impl EosChecker {
             offsets_in_txn: value.offsets_in_txn,
             rebalances: value.rebalances.len(),
             crashed: value.crashed_after_commit,
+            group_metadata: value.group_metadata,
+            zombie: value.paused_ms.map(|ms| {
+                let places = value
+                    .inputs
+                    .iter()
+                    .map(|i| (i.partition, i.offset))
+                    .collect();
+                (ms, places)
+            }),
         };
         if let Some(previous) = self.txns.insert(value.txn, txn) {
             self.warnings.push(format!(
@@ -229,7 +262,7 @@ impl EosChecker {
     fn describe_txn(&self, txn: u64) -> String {
         match self.txns.get(&txn) {
             Some(t) => format!(
-                "txn {txn} ({}{}{}{}{})",
+                "txn {txn} ({}{}{}{}{}{})",
                 t.op,
                 t.producer
                     .as_deref()
@@ -238,6 +271,17 @@ impl EosChecker {
                     ""
                 } else {
                     ", offsets committed outside the transaction"
+                },
+                match (&t.zombie, t.group_metadata) {
+                    (Some((ms, _)), true) => format!(
+                        ", a zombie: paused {ms} ms mid-transaction, then committed with its \
+                         group metadata"
+                    ),
+                    (Some((ms, _)), false) => format!(
+                        ", a zombie: paused {ms} ms mid-transaction, then committed its \
+                         offsets with the group id alone (no generation fence)"
+                    ),
+                    (None, _) => String::new(),
                 },
                 if t.rebalances > 0 {
                     format!(", {} rebalance(s) seen", t.rebalances)
@@ -283,6 +327,38 @@ impl EosChecker {
         self.inputs
             .get(&place)
             .map_or(String::new(), |v| format!(" (value {v})"))
+    }
+
+    /// `stats.zombies`; `None` without zombies.
+    fn zombie_stats(&self) -> Option<ZombieStats> {
+        let mut stats = ZombieStats::default();
+        for (txn, t) in &self.txns {
+            let Some((_, places)) = &t.zombie else {
+                continue;
+            };
+            stats.paused += 1;
+            let taken_over = places.iter().any(|place| {
+                self.consumed.get(place).is_some_and(|txns| {
+                    txns.iter().any(|other| {
+                        other != txn
+                            && self
+                                .txns
+                                .get(other)
+                                .is_some_and(|o| o.op.outcome == Outcome::Ok)
+                    })
+                })
+            });
+            if !taken_over {
+                continue;
+            }
+            stats.taken_over += 1;
+            match t.op.outcome {
+                Outcome::Ok => stats.committed += 1,
+                Outcome::Fail => stats.refused += 1,
+                Outcome::Info => stats.unknown += 1,
+            }
+        }
+        (stats.paused > 0).then_some(stats)
     }
 
     fn duplicates(&self, places: &[Place], out: &mut Anomalies) {
@@ -516,6 +592,7 @@ impl Checker for EosChecker {
             ));
         }
         self.against_offsets(&places, &mut anomalies);
+        self.stats.zombies = self.zombie_stats();
         let partitions: BTreeSet<i32> = self.inputs.keys().map(|p| p.0).collect();
         self.stats.keys = partitions.len() as u64;
         Findings {

@@ -83,6 +83,10 @@ pub struct Stats {
     /// What the read-committed checker looked at (txn workload); absent elsewhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_committed: Option<crate::read_committed::ReadCommittedStats>,
+    /// The eos workload's zombies (pipeline ops paused mid-transaction); absent elsewhere
+    /// and when a run had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zombies: Option<crate::eos::ZombieStats>,
 }
 
 /// Everything a check found.
@@ -223,6 +227,13 @@ impl Report {
                     longest.to_ms
                 );
             }
+        }
+        if let Some(z) = &self.stats.zombies {
+            let _ = writeln!(
+                s,
+                "  zombies: {} pipeline ops paused mid-transaction past the session timeout; {} of them had inputs another op committed meanwhile; {} were refused, {} committed, {} ended unknown",
+                z.paused, z.taken_over, z.refused, z.committed, z.unknown
+            );
         }
         let list = |kinds: &[AnomalyKind]| {
             kinds

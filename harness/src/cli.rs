@@ -99,7 +99,8 @@ pub enum WorkloadName {
     /// A consume-transform-produce pipeline with exactly-once: an idempotent producer fills
     /// `eos-in`, pipeline processes in one group write one `eos-out` record per input and
     /// commit their offsets in the same transaction (`--set logjam.eos=offsets-outside-transaction`
-    /// commits them after it instead: the common mistake).
+    /// commits them after it instead: the common mistake; `logjam.eos=zombie` pauses a few
+    /// members mid-transaction past their session timeout).
     Eos,
     /// Jepsen's queue in subscribe mode: consumers are members of one consumer group, commit
     /// after every poll, and every rebalance they saw is recorded.
@@ -166,8 +167,9 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// A setting, `key=value`, repeatable: node properties (min.insync.replicas,
     /// unclean.leader.election.enable, log.flush.interval.messages, ...), client properties
-    /// (acks, enable.idempotence, linger.ms, ...) or replication.factor (default: 3, or the
-    /// number of nodes when fewer).
+    /// (acks, enable.idempotence, linger.ms, ...; a group's consumers take
+    /// session.timeout.ms and heartbeat.interval.ms), workload modes (logjam.eos=...,
+    /// logjam.txn=...) or replication.factor (default: 3, or the number of nodes when fewer).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Where runs are stored.

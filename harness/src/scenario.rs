@@ -32,7 +32,9 @@
 //! acknowledged send's batch took more than one produce request), `lso-stall:<s>` (a
 //! read_committed reader was held at one last stable offset for at least s seconds, as the
 //! read-committed checker measured it), `lso-stall-under:<s>` (polls were checked and none was
-//! held that long); with a member pool,
+//! held that long), `zombies-fenced:<n>` (eos with `logjam.eos=zombie`: at least n zombies
+//! were taken over and then refused, none committed), `zombies-committed:<n>` (at least n
+//! were taken over and committed anyway); with a member pool,
 //! `cause:<cause>` (its coordinator started a rebalance with that cause after the group settled,
 //! or for `coordinator-moved` a new coordinator loaded the group), `no-rebalance` (none after
 //! the group settled), `rebalances:<n>` (at least n after it settled), and `offsets-survive` (members that took partitions over after a node
@@ -54,6 +56,10 @@ use crate::lab::sandbox::Privilege;
 use crate::metrics::{self, LeaderChange, LostOnKey};
 use crate::run::{self, Label};
 use crate::timeline::{self, Step};
+
+mod evidence;
+
+use evidence::{LsoStalls, Zombies, read_json, retried_sends};
 
 /// The scenarios shipped with logjam: name and text.
 const SHIPPED: &[(&str, &str)] = &[
@@ -97,6 +103,14 @@ const SHIPPED: &[(&str, &str)] = &[
     (
         "eos-offsets-in-transaction",
         include_str!("../scenarios/eos-offsets-in-transaction.scn"),
+    ),
+    (
+        "zombie-fencing",
+        include_str!("../scenarios/zombie-fencing.scn"),
+    ),
+    (
+        "zombie-without-group-metadata",
+        include_str!("../scenarios/zombie-without-group-metadata.scn"),
     ),
     (
         "hanging-transaction",
@@ -218,6 +232,12 @@ pub enum Expectation {
     LsoStallAtLeast(u64),
     /// Read_committed polls were checked and none was held that long (`lso-stall-under:6`).
     LsoStallUnder(u64),
+    /// At least this many eos zombies were taken over and then refused
+    /// (`zombies-fenced:1`), and none committed.
+    ZombiesFenced(u64),
+    /// At least this many eos zombies were taken over and committed anyway
+    /// (`zombies-committed:1`).
+    ZombiesCommitted(u64),
 }
 
 impl Expectation {
@@ -236,6 +256,12 @@ impl Expectation {
         }
         if let Some(seconds) = word.strip_prefix("lso-stall:") {
             return seconds.parse().ok().map(Expectation::LsoStallAtLeast);
+        }
+        if let Some(count) = word.strip_prefix("zombies-fenced:") {
+            return count.parse().ok().map(Expectation::ZombiesFenced);
+        }
+        if let Some(count) = word.strip_prefix("zombies-committed:") {
+            return count.parse().ok().map(Expectation::ZombiesCommitted);
         }
         Some(match word {
             "lost" => Expectation::Lost,
@@ -259,6 +285,8 @@ impl Expectation {
             Expectation::Rebalances(count) => return format!("rebalances:{count}"),
             Expectation::LsoStallAtLeast(seconds) => return format!("lso-stall:{seconds}"),
             Expectation::LsoStallUnder(seconds) => return format!("lso-stall-under:{seconds}"),
+            Expectation::ZombiesFenced(count) => return format!("zombies-fenced:{count}"),
+            Expectation::ZombiesCommitted(count) => return format!("zombies-committed:{count}"),
             Expectation::NoRebalance => "no-rebalance",
             Expectation::OffsetsSurvive => "offsets-survive",
             Expectation::Lost => "lost",
@@ -531,6 +559,7 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
     let outcome = metrics::outcome(run_dir)?;
     let retried = retried_sends(run_dir)?;
     let stalls = LsoStalls::of(run_dir)?;
+    let zombies = Zombies::of(run_dir)?;
     let rebalances = read_json(&run_dir.join("rebalances.json")).unwrap_or(Value::Null);
     let causes = rebalances["causes_after_settle"].clone();
     let loads = rebalances["loads_after_settle"].as_u64().unwrap_or(0);
@@ -651,6 +680,13 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
                     stalls.polls_checked > 0 && stalls.longest_ms < seconds * 1000,
                     stalls.describe(),
                 ),
+                Expectation::ZombiesFenced(count) => (
+                    zombies.refused >= *count && zombies.committed == 0,
+                    zombies.describe(),
+                ),
+                Expectation::ZombiesCommitted(count) => {
+                    (zombies.committed >= *count, zombies.describe())
+                }
                 Expectation::OffsetsSurvive => (
                     rebalances["offsets_survive"] == json!(true),
                     format!(
@@ -671,64 +707,6 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
         "checks": checks,
         "verdict": outcome.verdict,
     }))
-}
-
-/// What the read-committed checker measured of the LSO's holds (report.json's
-/// `stats.read_committed`; nothing for a run without read_committed polls).
-struct LsoStalls {
-    polls_checked: u64,
-    longest_ms: u64,
-    longest: Option<String>,
-}
-
-impl LsoStalls {
-    fn of(run_dir: &Path) -> anyhow::Result<LsoStalls> {
-        let report = read_json(&run_dir.join("report.json"))?;
-        let stats = &report["stats"]["read_committed"];
-        let stalls = stats["lso_stalls"].as_array().cloned().unwrap_or_default();
-        let longest = stalls
-            .iter()
-            .max_by_key(|stall| stall["duration_ms"].as_u64().unwrap_or(0));
-        Ok(LsoStalls {
-            polls_checked: stats["polls_checked"].as_u64().unwrap_or(0),
-            longest_ms: longest.map_or(0, |stall| stall["duration_ms"].as_u64().unwrap_or(0)),
-            longest: longest.map(|stall| {
-                format!(
-                    "key {} held at offset {} for {:.1} s (from {:.1} s into the run)",
-                    stall["key"],
-                    stall["offset"],
-                    stall["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                    stall["from_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                )
-            }),
-        })
-    }
-
-    fn describe(&self) -> String {
-        match &self.longest {
-            Some(longest) => format!(
-                "{} read_committed poll(s) checked; the longest LSO stall: {longest}",
-                self.polls_checked
-            ),
-            None => format!(
-                "{} read_committed poll(s) checked; no LSO stall of a second or more",
-                self.polls_checked
-            ),
-        }
-    }
-}
-
-/// Acknowledged sends the producer checker saw retried (`producer.retried` in report.json;
-/// 0 for other workloads).
-fn retried_sends(run_dir: &Path) -> anyhow::Result<u64> {
-    let report = read_json(&run_dir.join("report.json"))?;
-    Ok(report["producer"]["retried"].as_u64().unwrap_or(0))
-}
-
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
 /// `(key 0: 165 at offsets 62..=226)`.
@@ -755,6 +733,8 @@ mod tests {
         for (word, expected) in [
             ("lso-stall:6", Expectation::LsoStallAtLeast(6)),
             ("lso-stall-under:5", Expectation::LsoStallUnder(5)),
+            ("zombies-fenced:1", Expectation::ZombiesFenced(1)),
+            ("zombies-committed:2", Expectation::ZombiesCommitted(2)),
         ] {
             let parsed = Expectation::parse(word).unwrap();
             assert_eq!(parsed, expected);

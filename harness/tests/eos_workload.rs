@@ -4,6 +4,9 @@
 //! mistake, offsets committed with a plain
 //! commit after the transaction (`logjam.eos=offsets-outside-transaction`), duplicates output
 //! when a process crashes as its transaction's commit returns: caught as `eos-duplicate`.
+//! The zombie pair: a member paused past its session timeout mid-transaction is refused by
+//! KIP-447's fence when it wakes (`zombie-fencing`), and commits duplicates when its offsets
+//! carry the group id alone (`zombie-without-group-metadata`), the witness naming the zombie.
 
 mod support;
 
@@ -124,4 +127,54 @@ fn offsets_outside_the_transaction_duplicate_output_after_a_crash() {
         witness.contains("offsets committed outside the transaction"),
         "the witness names the mechanism: {witness}"
     );
+}
+
+/// Runs a shipped scenario at seed 1; returns the exit code, scenario.json and report.json.
+fn scenario(name: &str) -> (i32, serde_json::Value, serde_json::Value) {
+    let (output, results) = support::run_scenario(name, &[]);
+    let read = |file: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(results.path().join("latest").join(file))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{name} stored {file}\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        serde_json::from_str(&text).expect("JSON")
+    };
+    (
+        output.status.code().unwrap_or(-1),
+        read("scenario.json"),
+        read("report.json"),
+    )
+}
+
+#[test]
+fn a_paused_zombie_is_fenced_by_its_group_metadata_and_duplicates_without_it() {
+    let (code, judged, report) = scenario("zombie-fencing");
+    let zombies = &report["stats"]["zombies"];
+    assert_eq!(code, 0, "{judged:#}");
+    assert!(
+        zombies["taken_over"].as_u64().unwrap_or(0) > 0,
+        "a zombie's partitions were taken over while it slept: {zombies}"
+    );
+    assert_eq!(zombies["committed"], 0, "no zombie committed: {zombies}");
+    assert_eq!(report["verdict"], "valid", "{}", report["bad_kinds"]);
+
+    let (code, judged, report) = scenario("zombie-without-group-metadata");
+    let zombies = &report["stats"]["zombies"];
+    assert_eq!(code, 0, "{judged:#}");
+    assert!(
+        zombies["committed"].as_u64().unwrap_or(0) > 0,
+        "without the generation a taken-over zombie commits: {zombies}"
+    );
+    let witness = report["anomalies"]["eos-duplicate"]["witnesses"]
+        .as_array()
+        .expect("eos-duplicate witnesses")
+        .iter()
+        .filter_map(|w| w["explanation"].as_str())
+        .find(|text| text.contains("a zombie"))
+        .unwrap_or_else(|| panic!("a duplicate names the zombie: {}", report["anomalies"]))
+        .to_owned();
+    assert!(witness.contains("group id alone"), "{witness}");
 }

@@ -10,7 +10,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 /// Runs a shipped scenario; returns its exit code, scenario.json, rebalances.json, the
 /// members' events and the output.
@@ -23,15 +22,7 @@ fn scenario(
     Vec<serde_json::Value>,
     String,
 ) {
-    let _guard = support::one_cluster_at_a_time();
-    let results = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_logjam"))
-        .args(["scenario", name, "--seed", "1", "--results-dir"])
-        .arg(results.path())
-        .arg("--node-binary")
-        .arg(support::node_binary())
-        .output()
-        .unwrap();
+    let (output, results) = support::run_scenario(name, &[]);
     let log = format!(
         "{}\n{}",
         String::from_utf8_lossy(&output.stdout),

@@ -9,8 +9,6 @@
 
 mod support;
 
-use std::process::Command;
-
 /// Runs a shipped scenario and returns its scenario.json, asserting the outcome was shown.
 fn shows(name: &str) -> serde_json::Value {
     let (code, judged, log) = scenario(name, &[]);
@@ -38,16 +36,7 @@ fn twin_without_canary_lacks(name: &str, anomaly: &str) {
 }
 
 fn scenario(name: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let _guard = support::one_cluster_at_a_time();
-    let results = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_logjam"))
-        .args(["scenario", name, "--seed", "1", "--results-dir"])
-        .arg(results.path())
-        .arg("--node-binary")
-        .arg(support::node_binary())
-        .args(extra)
-        .output()
-        .unwrap();
+    let (output, results) = support::run_scenario(name, extra);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let judged: serde_json::Value = serde_json::from_str(

@@ -134,6 +134,14 @@ pub struct PipelineValue {
     /// offset commit, when offsets are committed outside the transaction) and restarted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub crashed_after_commit: bool,
+    /// True when the offsets went to the transaction with the consumer's group metadata
+    /// (generation and member id: KIP-447's fence); false when with the group id alone.
+    #[serde(default = "yes")]
+    pub group_metadata: bool,
+    /// A zombie: the member paused this long after its sends, with the transaction open and
+    /// its heartbeats stopped, before it committed its offsets and the transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<u64>,
 }
 
 fn yes() -> bool {

@@ -27,6 +27,20 @@ impl Eos {
     /// One pipeline transaction of `process` consuming `offsets` of partition 0, committing
     /// offset `last + 1`, ending `outcome`.
     fn pipeline(&mut self, process: u64, txn: u64, offsets: &[i64], outcome: OpType) -> &mut Self {
+        self.pipeline_paused(process, txn, offsets, outcome, None, true)
+    }
+
+    /// As [`Eos::pipeline`], for a zombie paused `paused_ms` mid-transaction, its offsets sent
+    /// with its group metadata or not.
+    fn pipeline_paused(
+        &mut self,
+        process: u64,
+        txn: u64,
+        offsets: &[i64],
+        outcome: OpType,
+        paused_ms: Option<u64>,
+        group_metadata: bool,
+    ) -> &mut Self {
         let invoke = serde_json::json!({ "txn": txn });
         self.b.client(
             process,
@@ -47,6 +61,8 @@ impl Eos {
             offsets_in_txn: true,
             rebalances: Vec::new(),
             crashed_after_commit: false,
+            group_metadata,
+            paused_ms,
         };
         self.b.client(
             process,
@@ -245,4 +261,48 @@ fn a_malformed_value_is_a_warning_naming_the_op() {
         "{:?}",
         report.warnings
     );
+}
+
+#[test]
+fn zombies_are_counted_by_how_they_ended_after_a_takeover() {
+    // Zombie 1 (inputs 0, 1) is taken over by txn 2 and refused: exactly once, counted.
+    let mut h = Eos::new();
+    h.pipeline_paused(1, 1, &[0, 1], OpType::Fail, Some(10_000), true);
+    h.pipeline(2, 2, &[0, 1], OpType::Ok);
+    // Zombie 3 (input 2) is never taken over: paused, but not counted as a takeover.
+    h.pipeline_paused(3, 3, &[2], OpType::Ok, Some(10_000), true);
+    let report = h.finish(3, &[(0, 2), (1, 2), (2, 3)], true, 3);
+    assert_eq!(report.verdict, Verdict::Valid, "{:?}", kinds(&report));
+    let zombies = report.stats.zombies.as_ref().expect("zombies counted");
+    assert_eq!(
+        (
+            zombies.paused,
+            zombies.taken_over,
+            zombies.refused,
+            zombies.committed
+        ),
+        (2, 1, 1, 0)
+    );
+    assert!(report.summary().contains("zombies: 2 pipeline ops paused"));
+
+    // Without the group metadata the taken-over zombie commits: a duplicate naming it.
+    let mut h = Eos::new();
+    h.pipeline(2, 2, &[0, 1], OpType::Ok);
+    h.pipeline_paused(1, 1, &[0, 1], OpType::Ok, Some(10_000), false);
+    let report = h.finish(2, &[(0, 2), (1, 2), (0, 1), (1, 1)], true, 2);
+    assert_eq!(kinds(&report), vec![AnomalyKind::EosDuplicate]);
+    let zombies = report.stats.zombies.as_ref().expect("zombies counted");
+    assert_eq!((zombies.taken_over, zombies.committed), (1, 1));
+    let w = &report.anomalies[&AnomalyKind::EosDuplicate].witnesses[0];
+    assert!(
+        w.explanation.contains("a zombie: paused 10000 ms")
+            && w.explanation.contains("group id alone"),
+        "{}",
+        w.explanation
+    );
+
+    // A run without zombies reports none.
+    let mut h = Eos::new();
+    h.pipeline(1, 1, &[0], OpType::Ok);
+    assert!(h.finish(1, &[(0, 1)], true, 1).stats.zombies.is_none());
 }

@@ -43,14 +43,23 @@ const CLIENT_KEYS: &[&str] = &[
     "request.timeout.ms",
     "max.in.flight.requests.per.connection",
     "transaction.timeout.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
     EOS_MODE_KEY,
     TXN_MODE_KEY,
 ];
 
+/// Of [`CLIENT_KEYS`], those only a group's consumers take.
+const CONSUMER_ONLY_KEYS: &[&str] = &["session.timeout.ms", "heartbeat.interval.ms"];
+
 /// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
 /// workload's pipeline commits its offsets with a plain commit after the output transaction:
 /// the common mistake), `no-crashes` (no pipeline process crashes as its commit returns),
-/// `member-per-process` (every harness process is its own group member: constant churn).
+/// `member-per-process` (every harness process is its own group member: constant churn),
+/// `zombie` (a few pipeline members pause mid-transaction, heartbeats too, for
+/// `session.timeout.ms` + 4 s, and then try to commit), `offsets-without-group-metadata`
+/// (offsets go to the transaction with the group id alone, the pre-KIP-447 call: no
+/// generation fence).
 /// A workload setting: no client or node sees it.
 pub(super) const EOS_MODE_KEY: &str = "logjam.eos";
 
@@ -93,6 +102,7 @@ impl Settings {
             .iter()
             .chain(&self.client_defaults)
             .filter(|(key, _)| key != EOS_MODE_KEY && key != TXN_MODE_KEY)
+            .filter(|(key, _)| !CONSUMER_ONLY_KEYS.contains(&key.as_str()))
             .cloned()
             .collect()
     }
@@ -114,12 +124,26 @@ impl Settings {
             .any(|(_, value)| value.split(',').any(|v| v.trim() == option))
     }
 
-    /// The consumer's share of them: `request.timeout.ms`.
+    /// The consumer's share of them: `request.timeout.ms`, and for a group's consumers
+    /// `session.timeout.ms` and `heartbeat.interval.ms`.
     pub(super) fn consumer(&self) -> Properties {
-        self.producer()
-            .into_iter()
-            .filter(|(key, _)| key == "request.timeout.ms")
+        self.client
+            .iter()
+            .chain(&self.client_defaults)
+            .filter(|(key, _)| {
+                key == "request.timeout.ms" || CONSUMER_ONLY_KEYS.contains(&key.as_str())
+            })
+            .cloned()
             .collect()
+    }
+
+    /// The consumers' `session.timeout.ms` (Kafka 4's 45 s unless `--set`).
+    pub(super) fn session_timeout(&self) -> Duration {
+        self.consumer()
+            .iter()
+            .find(|(key, _)| key == "session.timeout.ms")
+            .and_then(|(_, value)| value.parse::<u64>().ok())
+            .map_or(Duration::from_secs(45), Duration::from_millis)
     }
 
     /// The effective `delivery.timeout.ms` (Kafka's rule raises a smaller one to
@@ -145,6 +169,8 @@ fn check_mode_options(key: &str, value: &str) -> anyhow::Result<()> {
             "offsets-outside-transaction",
             "no-crashes",
             "member-per-process",
+            "zombie",
+            "offsets-without-group-metadata",
         ],
         TXN_MODE_KEY => &["abandon"],
         _ => return Ok(()),
@@ -348,6 +374,33 @@ mod tests {
         assert_eq!(settings.client, pairs(&[("acks", "1")]));
         assert_eq!(settings.replication_factor, Some(1));
         assert!(split_settings(&["acks".into()]).is_err());
+    }
+
+    #[test]
+    fn group_timeouts_go_to_consumers_only() {
+        let settings = split_settings(&[
+            "session.timeout.ms=6000".into(),
+            "heartbeat.interval.ms=1000".into(),
+            "acks=all".into(),
+        ])
+        .unwrap();
+        assert!(settings.node.is_empty());
+        let consumer = settings.consumer();
+        assert!(consumer.contains(&("session.timeout.ms".into(), "6000".into())));
+        assert!(consumer.contains(&("heartbeat.interval.ms".into(), "1000".into())));
+        assert!(consumer.iter().all(|(k, _)| k != "acks"));
+        assert!(
+            settings
+                .producer()
+                .iter()
+                .all(|(k, _)| k != "session.timeout.ms" && k != "heartbeat.interval.ms")
+        );
+        assert_eq!(settings.session_timeout(), Duration::from_secs(6));
+        assert_eq!(
+            split_settings(&[]).unwrap().session_timeout(),
+            Duration::from_secs(45),
+            "Kafka 4's default"
+        );
     }
 
     #[test]

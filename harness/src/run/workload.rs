@@ -113,6 +113,10 @@ pub(super) fn txn(args: &RunArgs, settings: &Settings, bootstrap: &str) -> TxnWo
     })
 }
 
+/// How much longer than the session timeout a zombie pauses: the coordinator's expiry, the
+/// rebalance and the new owner's reprocessing all fit in it.
+const ZOMBIE_PAUSE_PAST_SESSION: Duration = Duration::from_secs(4);
+
 /// The eos workload with the run's settings: a pipeline group reading `eos-in` and writing
 /// `eos-out`, offsets in the transaction unless `--set logjam.eos=offsets-outside-transaction`;
 /// a few pipeline ops crash their process as the commit returns unless `logjam.eos=no-crashes`.
@@ -137,6 +141,10 @@ pub(super) fn eos(args: &RunArgs, settings: &Settings, bootstrap: &str) -> EosWo
         group: "logjam-eos".to_owned(),
         transactional_id_prefix: "logjam-eos".to_owned(),
         offsets_in_txn: !settings.eos_option("offsets-outside-transaction"),
+        group_metadata: !settings.eos_option("offsets-without-group-metadata"),
+        zombie_pause: settings
+            .eos_option("zombie")
+            .then(|| settings.session_timeout() + ZOMBIE_PAUSE_PAST_SESSION),
         crash_percent: if settings.eos_option("no-crashes") {
             0
         } else {

@@ -31,6 +31,22 @@ pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Runs `logjam scenario NAME --seed 1` with `extra` arguments under the cluster lock;
+/// returns its output and the results directory (`latest` in it is the run).
+pub fn run_scenario(name: &str, extra: &[&str]) -> (std::process::Output, tempfile::TempDir) {
+    let _guard = one_cluster_at_a_time();
+    let results = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_logjam"))
+        .args(["scenario", name, "--seed", "1", "--results-dir"])
+        .arg(results.path())
+        .arg("--node-binary")
+        .arg(node_binary())
+        .args(extra)
+        .output()
+        .expect("logjam runs");
+    (output, results)
+}
+
 /// An op's value as JSON (nemesis ops carry objects: targets, started, ...).
 pub fn value(op: &Op) -> serde_json::Value {
     serde_json::to_value(&op.value).expect("an op's value serializes")

@@ -32,6 +32,12 @@ pub struct EosSettings {
     /// Offsets committed inside the transaction (true, exactly-once) or with a plain
     /// `commit_sync` after it (false: the common mistake).
     pub offsets_in_txn: bool,
+    /// Offsets sent to the transaction with the consumer's group metadata (true, KIP-447's
+    /// fence) or with the group id alone (false: the pre-2.5 API, no generation fence).
+    pub group_metadata: bool,
+    /// With `Some`, a few pipeline ops are zombies paused this long mid-transaction (longer
+    /// than the consumer's `session.timeout.ms`).
+    pub zombie_pause: Option<Duration>,
     /// Members of the pipeline's group (see [`super::Members`]).
     pub members: u32,
     /// Every harness process is its own group member instead (joining at its first op and
@@ -99,6 +105,8 @@ impl Workload for EosWorkload {
             "group": self.settings.group,
             "offsets_in_txn": self.settings.offsets_in_txn,
             "crash_percent": self.settings.crash_percent,
+            "group_metadata": self.settings.group_metadata,
+            "zombie_pause_ms": self.settings.zombie_pause.map(|p| p.as_millis() as u64),
             "members": self.settings.members,
             "member_per_process": self.settings.member_per_process,
             "isolation_level": "read_committed",
@@ -106,7 +114,13 @@ impl Workload for EosWorkload {
     }
 
     fn generator(&self, seed: u64) -> EosGenerator {
-        EosGenerator::new(seed, self.settings.partitions, self.settings.crash_percent)
+        let generator =
+            EosGenerator::new(seed, self.settings.partitions, self.settings.crash_percent);
+        if self.settings.zombie_pause.is_some() {
+            generator.with_zombie_percent(super::ZOMBIE_PERCENT)
+        } else {
+            generator
+        }
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> EosClient {

@@ -17,6 +17,16 @@
 //! offsets, as an application restarts its pipeline after an abort); `info` when the commit's
 //! outcome is unknown (the harness retires the process, which closes its member).
 //!
+//! A zombie (`--set logjam.eos=zombie`): a few pipeline ops pause their member mid-transaction,
+//! after their sends and before their offsets and commit, for longer than the consumer's
+//! `session.timeout.ms` (heartbeats stop too, as in a GC pause), so the group removes the
+//! member and gives its partitions to another, which processes the same inputs again. Then the
+//! zombie resumes and tries to commit: KIP-447's fence (the group metadata in TxnOffsetCommit)
+//! refuses it. One zombie at a time. `group_metadata = false` sends the offsets with the group
+//! id alone (the pre-2.5 `sendOffsetsToTransaction(offsets, groupId)`, which is only safe with
+//! one producer per input partition): no generation to fence, so the zombie commits and its
+//! inputs are in the output twice.
+//!
 //! `offsets_in_txn = false` is the common mistake (`--set logjam.eos=offsets-outside-transaction`):
 //! offsets are committed with a plain `commit_sync` after the transaction, so a failure or a
 //! rebalance between the two reprocesses committed input: duplicates in the output.
@@ -59,6 +69,9 @@ pub enum EosInvocation {
     /// plain offset commit, in the common mistake's mode) and restarts: it leaves the group
     /// and rejoins with fresh clients.
     PipelineThenCrash,
+    /// One pipeline transaction whose member pauses after its sends, past the session
+    /// timeout, before it commits its offsets and the transaction (a zombie).
+    PipelineZombie,
 }
 
 /// Pipeline ops that crash after their commit, in percent, by default.
@@ -71,6 +84,7 @@ pub struct EosGenerator {
     partitions: u32,
     next_value: i64,
     crash_percent: u32,
+    zombie_percent: u32,
 }
 
 impl EosGenerator {
@@ -82,7 +96,14 @@ impl EosGenerator {
             partitions: partitions.max(1),
             next_value: 0,
             crash_percent: crash_percent.min(100),
+            zombie_percent: 0,
         }
+    }
+
+    /// The same generator with `percent`% of pipeline ops zombies (after the crashing ones).
+    pub fn with_zombie_percent(mut self, percent: u32) -> EosGenerator {
+        self.zombie_percent = percent.min(100);
+        self
     }
 
     /// The next operation.
@@ -96,10 +117,15 @@ impl EosGenerator {
                 })
                 .collect();
             EosInvocation::Feed(values)
-        } else if self.rng.random_range(0..100) < self.crash_percent {
-            EosInvocation::PipelineThenCrash
         } else {
-            EosInvocation::Pipeline
+            let roll = self.rng.random_range(0..100);
+            if roll < self.crash_percent {
+                EosInvocation::PipelineThenCrash
+            } else if roll < self.crash_percent + self.zombie_percent {
+                EosInvocation::PipelineZombie
+            } else {
+                EosInvocation::Pipeline
+            }
         }
     }
 }
@@ -138,6 +164,21 @@ fn properties(list: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
     list.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
+/// Pipeline ops that are zombies, in percent, with `logjam.eos=zombie`: with one zombie at a
+/// time, about one every few seconds at the harness's default rate.
+pub const ZOMBIE_PERCENT: u32 = 2;
+
+/// How a pipeline op ends besides committing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Twist {
+    /// Nothing besides.
+    None,
+    /// The process crashes as the commit returns.
+    CrashAfterCommit,
+    /// The member pauses mid-transaction, past its session timeout.
+    Zombie,
+}
+
 /// Why a pipeline op did not commit, and whether that is certain.
 struct Failure {
     certainty: Certainty,
@@ -171,6 +212,8 @@ enum Slot {
 /// `transactional.id`, so the new producer fences the old one).
 pub struct Members {
     slots: std::sync::Mutex<Vec<Slot>>,
+    /// A zombie is paused now (one at a time, so the pool keeps members to take over).
+    zombie: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Members {
@@ -184,6 +227,7 @@ impl Members {
     pub fn new(count: u32) -> Members {
         Members {
             slots: std::sync::Mutex::new((0..count.max(1)).map(|_| Slot::Fresh).collect()),
+            zombie: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -280,8 +324,27 @@ impl EosClient {
     pub async fn invoke(&mut self, op: EosInvocation) -> Result<Completion, RecordError> {
         match op {
             EosInvocation::Feed(values) => self.feed(values).await,
-            EosInvocation::Pipeline => self.pipeline(false).await,
-            EosInvocation::PipelineThenCrash => self.pipeline(true).await,
+            EosInvocation::Pipeline => self.pipeline(Twist::None).await,
+            EosInvocation::PipelineThenCrash => self.pipeline(Twist::CrashAfterCommit).await,
+            EosInvocation::PipelineZombie => {
+                let twist = if self.settings.zombie_pause.is_some()
+                    && !self
+                        .members
+                        .zombie
+                        .swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    Twist::Zombie
+                } else {
+                    Twist::None
+                };
+                let completion = self.pipeline(twist).await;
+                if twist == Twist::Zombie {
+                    self.members
+                        .zombie
+                        .store(false, std::sync::atomic::Ordering::SeqCst);
+                }
+                completion
+            }
         }
     }
 
@@ -428,7 +491,7 @@ impl EosClient {
         }
     }
 
-    async fn pipeline(&mut self, crash: bool) -> Result<Completion, RecordError> {
+    async fn pipeline(&mut self, twist: Twist) -> Result<Completion, RecordError> {
         self.txns += 1;
         let txn = (self.process.0 << 24) | self.txns;
         if !self.checkout().await {
@@ -448,13 +511,21 @@ impl EosClient {
             txn,
             producer: Some(self.transactional_id()),
             offsets_in_txn: self.settings.offsets_in_txn,
+            group_metadata: self.settings.group_metadata,
             ..PipelineValue::default()
         };
-        let outcome = self.run(txn, crash, &mut value).await;
+        let outcome = self.run(txn, twist, &mut value).await;
+        // A zombie whose pause is over restarts with fresh clients whatever its outcome: its
+        // member was removed while it slept.
+        let woke = twist == Twist::Zombie && value.paused_ms.is_some();
         let json = serde_json::to_value(&value).expect("plain data serializes");
         match outcome {
             Ok(()) => {
-                self.checkin().await;
+                if woke {
+                    self.reset().await;
+                } else {
+                    self.checkin().await;
+                }
                 self.record(OpType::Ok, Function::Pipeline, json, None)?;
                 Ok(Completion::Ok)
             }
@@ -469,6 +540,9 @@ impl EosClient {
                 Ok(Completion::Fail)
             }
             Err(Failure { error, .. }) => {
+                if woke {
+                    self.reset().await;
+                }
                 self.record(OpType::Info, Function::Pipeline, json, Some(error))?;
                 Ok(Completion::Info)
             }
@@ -522,7 +596,7 @@ impl EosClient {
     async fn run(
         &mut self,
         txn: u64,
-        crash: bool,
+        twist: Twist,
         value: &mut PipelineValue,
     ) -> Result<(), Failure> {
         self.ensure_clients().await?;
@@ -623,6 +697,29 @@ impl EosClient {
                 }
             }
         }
+        if failed.is_none()
+            && twist == Twist::Zombie
+            && let Some(pause) = self.settings.zombie_pause
+        {
+            // A GC pause with the transaction open: the heartbeats stop as well, the session
+            // expires, and the group gives this member's partitions to another member.
+            let consumer = self.consumer.as_ref().expect("created");
+            consumer.pause_heartbeats(pause);
+            tracing::info!(txn, ?pause, "zombie: pausing mid-transaction");
+            tokio::time::sleep(pause).await;
+            value.paused_ms = Some(pause.as_millis() as u64);
+        }
+        let group = if self.settings.group_metadata {
+            group
+        } else {
+            // The pre-KIP-447 call: the group id alone, no generation or member to fence.
+            Some(ConsumerGroupMetadata {
+                group_id: self.settings.group.clone(),
+                generation_id: -1,
+                member_id: String::new(),
+                group_instance_id: None,
+            })
+        };
         if failed.is_none() && self.settings.offsets_in_txn {
             match &group {
                 None => failed = Some("no group generation: cannot commit offsets".into()),
@@ -664,7 +761,7 @@ impl EosClient {
             }
             Ok(Err(error)) => return Err(self.abort(format!("commit_transaction: {error}")).await),
         }
-        if crash {
+        if twist == Twist::CrashAfterCommit {
             // The process dies as the commit returns: whatever it had not committed yet is
             // the next owner's to process again. It restarts with fresh clients.
             value.crashed_after_commit = true;
@@ -753,5 +850,20 @@ mod tests {
             }
         }
         assert!((60..140).contains(&feeds), "about a third feed: {feeds}");
+    }
+
+    #[test]
+    fn zombies_are_a_seeded_share_of_pipeline_ops_only_when_asked() {
+        let count = |mut generator: EosGenerator| {
+            (0..3000)
+                .filter(|_| generator.next_invocation() == EosInvocation::PipelineZombie)
+                .count()
+        };
+        assert_eq!(count(EosGenerator::new(5, 4, CRASH_PERCENT)), 0);
+        let zombies = count(EosGenerator::new(5, 4, CRASH_PERCENT).with_zombie_percent(2));
+        assert!(
+            (20..60).contains(&zombies),
+            "2% of 2000 pipeline ops: {zombies}"
+        );
     }
 }

@@ -139,6 +139,7 @@ impl Consumer {
                     beat: Arc::new(Mutex::new(Beat {
                         last_poll: Instant::now(),
                         outcome: None,
+                        paused_until: None,
                     })),
                     heartbeat: None,
                     last_auto_commit: Instant::now(),

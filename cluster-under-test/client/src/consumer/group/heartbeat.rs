@@ -39,6 +39,23 @@ pub struct Beat {
     pub last_poll: Instant,
     /// Set by the task when it stopped.
     pub outcome: Option<Outcome>,
+    /// Until then the task sends nothing and checks nothing, as in a paused process
+    /// ([`crate::consumer::Consumer::pause_heartbeats`]).
+    pub paused_until: Option<Instant>,
+}
+
+impl crate::consumer::Consumer {
+    /// Fault injection: the member behaves as if its process were paused (a GC pause, a
+    /// SIGSTOP) for `duration`: its heartbeat task sends nothing and checks no clock until
+    /// then, so a pause longer than `session.timeout.ms` gets the member removed by the
+    /// coordinator while it believes itself a member. The caller pauses its own work for as
+    /// long. Afterwards the heartbeats resume and learn what the group decided meanwhile. No
+    /// effect on a consumer that is not subscribed.
+    pub fn pause_heartbeats(&self, duration: std::time::Duration) {
+        if let Some(group) = self.group.as_ref() {
+            group.beat.lock().expect("beat").paused_until = Some(Instant::now() + duration);
+        }
+    }
 }
 
 /// Who is beating: fixed for one generation.
@@ -98,7 +115,15 @@ pub async fn run(
         .with_group_instance_id(identity.instance_id.clone().map(StrBytes::from_string));
     let outcome = loop {
         tokio::time::sleep(interval).await;
-        let since = beat.lock().expect("beat").last_poll.elapsed();
+        let (since, paused_until) = {
+            let beat = beat.lock().expect("beat");
+            (beat.last_poll.elapsed(), beat.paused_until)
+        };
+        if let Some(until) = paused_until
+            && Instant::now() < until
+        {
+            continue;
+        }
         if poll_expired(since, max_poll_interval) {
             tracing::warn!(member = %identity.member_id, ?since, "{POLL_TIMEOUT_REASON}");
             if identity.instance_id.is_none() {
