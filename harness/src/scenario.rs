@@ -34,7 +34,9 @@
 //! read-committed checker measured it), `lso-stall-under:<s>` (polls were checked and none was
 //! held that long), `zombies-fenced:<n>` (eos with `logjam.eos=zombie`: at least n zombies
 //! were taken over and then refused, none committed), `zombies-committed:<n>` (at least n
-//! were taken over and committed anyway); with a member pool,
+//! were taken over and committed anyway), `resumed-commits:<n>` (at least n commits a dead
+//! transaction coordinator had prepared were completed by the next one, as the nodes
+//! logged); with a member pool,
 //! `cause:<cause>` (its coordinator started a rebalance with that cause after the group settled,
 //! or for `coordinator-moved` a new coordinator loaded the group), `no-rebalance` (none after
 //! the group settled), `rebalances:<n>` (at least n after it settled), and `offsets-survive` (members that took partitions over after a node
@@ -59,7 +61,7 @@ use crate::timeline::{self, Step};
 
 mod evidence;
 
-use evidence::{LsoStalls, Zombies, read_json, retried_sends};
+use evidence::{LsoStalls, ResumedCommits, Zombies, read_json, retried_sends};
 
 /// The scenarios shipped with logjam: name and text.
 const SHIPPED: &[(&str, &str)] = &[
@@ -103,6 +105,10 @@ const SHIPPED: &[(&str, &str)] = &[
     (
         "eos-offsets-in-transaction",
         include_str!("../scenarios/eos-offsets-in-transaction.scn"),
+    ),
+    (
+        "coordinator-failover-mid-commit",
+        include_str!("../scenarios/coordinator-failover-mid-commit.scn"),
     ),
     (
         "zombie-fencing",
@@ -238,6 +244,9 @@ pub enum Expectation {
     /// At least this many eos zombies were taken over and committed anyway
     /// (`zombies-committed:1`).
     ZombiesCommitted(u64),
+    /// At least this many commits that a dead transaction coordinator had prepared were
+    /// completed by the next coordinator (`resumed-commits:1`), as the nodes logged.
+    ResumedCommits(u64),
 }
 
 impl Expectation {
@@ -259,6 +268,9 @@ impl Expectation {
         }
         if let Some(count) = word.strip_prefix("zombies-fenced:") {
             return count.parse().ok().map(Expectation::ZombiesFenced);
+        }
+        if let Some(count) = word.strip_prefix("resumed-commits:") {
+            return count.parse().ok().map(Expectation::ResumedCommits);
         }
         if let Some(count) = word.strip_prefix("zombies-committed:") {
             return count.parse().ok().map(Expectation::ZombiesCommitted);
@@ -287,6 +299,7 @@ impl Expectation {
             Expectation::LsoStallUnder(seconds) => return format!("lso-stall-under:{seconds}"),
             Expectation::ZombiesFenced(count) => return format!("zombies-fenced:{count}"),
             Expectation::ZombiesCommitted(count) => return format!("zombies-committed:{count}"),
+            Expectation::ResumedCommits(count) => return format!("resumed-commits:{count}"),
             Expectation::NoRebalance => "no-rebalance",
             Expectation::OffsetsSurvive => "offsets-survive",
             Expectation::Lost => "lost",
@@ -560,6 +573,7 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
     let retried = retried_sends(run_dir)?;
     let stalls = LsoStalls::of(run_dir)?;
     let zombies = Zombies::of(run_dir)?;
+    let resumed = ResumedCommits::of(run_dir)?;
     let rebalances = read_json(&run_dir.join("rebalances.json")).unwrap_or(Value::Null);
     let causes = rebalances["causes_after_settle"].clone();
     let loads = rebalances["loads_after_settle"].as_u64().unwrap_or(0);
@@ -687,6 +701,9 @@ fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value> {
                 Expectation::ZombiesCommitted(count) => {
                     (zombies.committed >= *count, zombies.describe())
                 }
+                Expectation::ResumedCommits(count) => {
+                    (resumed.commits >= *count, resumed.describe())
+                }
                 Expectation::OffsetsSurvive => (
                     rebalances["offsets_survive"] == json!(true),
                     format!(
@@ -735,6 +752,7 @@ mod tests {
             ("lso-stall-under:5", Expectation::LsoStallUnder(5)),
             ("zombies-fenced:1", Expectation::ZombiesFenced(1)),
             ("zombies-committed:2", Expectation::ZombiesCommitted(2)),
+            ("resumed-commits:1", Expectation::ResumedCommits(1)),
         ] {
             let parsed = Expectation::parse(word).unwrap();
             assert_eq!(parsed, expected);

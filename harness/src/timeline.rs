@@ -19,7 +19,8 @@
 //! `disk-free`), which undoes every fault in force that it is the undo of. Targets (faults
 //! only; default `one`): `all`, `majority`, `minority`, `one` (chosen with the run's seed),
 //! `leader` (the leader of a random partition of the workload's topic), `leader:k` (the
-//! leader of partition k), `followers:k` (the other replicas of partition k), or node names
+//! leader of partition k), `followers:k` (the other replicas of partition k), `not-replica:k`
+//! (the first node by name holding no replica of partition k), or node names
 //! `n1,n3`; roles are resolved when the step runs. Steps run in time order; whatever is
 //! still in force at the end is undone before the final reads.
 //!
@@ -53,6 +54,10 @@ pub enum Targets {
     Leader(Option<u32>),
     /// The replicas of partition `k` other than its leader (`followers:k`).
     Followers(u32),
+    /// The first node (by name) that holds no replica of partition `k` (`not-replica:k`;
+    /// needs more nodes than replicas). The same node each time while the replicas stay
+    /// put, so a later step can name it again.
+    NotReplica(u32),
     /// These nodes (0-based indexes).
     Nodes(Vec<usize>),
     /// The coordinator of the member pool's group (`coordinator`).
@@ -249,6 +254,14 @@ fn parse_targets(text: &str, nodes: usize) -> anyhow::Result<Targets> {
         "leader" => Targets::Leader(None),
         "coordinator" => Targets::Coordinator,
         "not-coordinator" => Targets::NotCoordinator,
+        role if role.starts_with("not-replica:") => {
+            let partition = &role["not-replica:".len()..];
+            Targets::NotReplica(
+                partition.parse().with_context(|| {
+                    format!("`{role}`: expected not-replica:<partition number>")
+                })?,
+            )
+        }
         role if role.starts_with("leader:") || role.starts_with("followers:") => {
             let (name, partition) = role.split_once(':').unwrap_or_default();
             let partition: u32 = partition
@@ -339,7 +352,7 @@ mod tests {
         let steps = parse(
             "4 member-pause m2\n9 member-resume\n10 member-restart all\n12 member-kill\n\
              13 member-start\n14 kill coordinator\n15 pause not-coordinator\n\
-             16 add-partitions 2\n",
+             16 add-partitions 2\n17 kill not-replica:1\n",
             3,
         )
         .unwrap();
@@ -355,6 +368,7 @@ mod tests {
                 &Action::Fault(Fault::Kill, Targets::Coordinator),
                 &Action::Fault(Fault::Pause, Targets::NotCoordinator),
                 &Action::AddPartitions(2),
+                &Action::Fault(Fault::Kill, Targets::NotReplica(1)),
             ]
         );
     }
@@ -371,6 +385,7 @@ mod tests {
             ("5 kill n1 n2", "unexpected"),
             ("5 cut n1", "two groups"),
             ("5 cut leader:x/n1", "leader:<partition number>"),
+            ("5 kill not-replica:x", "not-replica:<partition number>"),
             // Regression (cargo-fuzz, timeline target): a time too large for a Duration
             // panicked instead of naming the line.
             ("1e300 kill", "not a time"),

@@ -8,162 +8,20 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId,
-    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
-    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName,
+    TransactionalId,
 };
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
 
+use common::txn::{
+    CommitRig, DATA, TXN_TOPIC, add, describe, end, find, init, init_once, layout, markers,
+    partition_for, text, txn_log_end,
+};
 use common::{Cluster, connect, exchange, wait_until};
-
-const TXN_TOPIC: &str = "__transaction_state";
-const DATA: &str = "txn-data";
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
-}
-
-/// Java's `String.hashCode`, written out independently of the node's.
-fn partition_for(id: &str) -> i32 {
-    let mut hash: i32 = 0;
-    for unit in id.encode_utf16() {
-        hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
-    }
-    (if hash == i32::MIN { 0 } else { hash.abs() }) % 50
-}
-
-/// The coordinator of `id` per FindCoordinator v4 asked of `via`, waiting out
-/// `COORDINATOR_NOT_AVAILABLE` while the topic is created.
-fn find(via: SocketAddr, id: &str) -> i32 {
-    let mut stream = connect(via);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response: FindCoordinatorResponse = exchange(
-            &mut stream,
-            ApiKey::FindCoordinator,
-            4,
-            &FindCoordinatorRequest::default()
-                .with_key_type(1)
-                .with_coordinator_keys(vec![text(id)]),
-        );
-        let found = &response.coordinators[0];
-        if found.error_code == 0 {
-            return found.node_id.0;
-        }
-        assert_eq!(found.error_code, 15, "{response:?}");
-        assert!(Instant::now() < deadline, "no coordinator for {id}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn init_once(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
-    exchange(
-        stream,
-        ApiKey::InitProducerId,
-        4,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(text(id))))
-            .with_transaction_timeout_ms(timeout_ms)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-    )
-}
-
-/// InitProducerId at the coordinator, retried as clients do while it loads the partition it
-/// was just made leader of (`COORDINATOR_LOAD_IN_PROGRESS`, or `NOT_COORDINATOR` before it
-/// has seen the leadership) and while its first write cannot be replicated yet
-/// (`COORDINATOR_NOT_AVAILABLE`).
-fn init(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response = init_once(stream, id, timeout_ms);
-        if !matches!(response.error_code, 14..=16) || Instant::now() > deadline {
-            return response;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn add(stream: &mut TcpStream, version: i16, id: &str, pid: i64, epoch: i16) -> i16 {
-    let response: AddPartitionsToTxnResponse = exchange(
-        stream,
-        ApiKey::AddPartitionsToTxn,
-        version,
-        &AddPartitionsToTxnRequest::default()
-            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
-            .with_v3_and_below_producer_id(ProducerId(pid))
-            .with_v3_and_below_producer_epoch(epoch)
-            .with_v3_and_below_topics(vec![
-                AddPartitionsToTxnTopic::default()
-                    .with_name(TopicName(text(DATA)))
-                    .with_partitions(vec![0]),
-            ]),
-    );
-    response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-}
-
-fn end(stream: &mut TcpStream, id: &str, pid: i64, epoch: i16, commit: bool) -> EndTxnResponse {
-    exchange(
-        stream,
-        ApiKey::EndTxn,
-        4,
-        &EndTxnRequest::default()
-            .with_transactional_id(TransactionalId(text(id)))
-            .with_producer_id(ProducerId(pid))
-            .with_producer_epoch(epoch)
-            .with_committed(commit),
-    )
-}
-
-fn describe(stream: &mut TcpStream, id: &str) -> (i16, String, i64, i16) {
-    let response: DescribeTransactionsResponse = exchange(
-        stream,
-        ApiKey::DescribeTransactions,
-        0,
-        &DescribeTransactionsRequest::default()
-            .with_transactional_ids(vec![TransactionalId(text(id))]),
-    );
-    let state = &response.transaction_states[0];
-    (
-        state.error_code,
-        state.transaction_state.to_string(),
-        state.producer_id.0,
-        state.producer_epoch,
-    )
-}
-
-/// The log end offset of the id's `__transaction_state` partition, asked of its leader.
-fn txn_log_end(stream: &mut TcpStream, index: i32) -> i64 {
-    let response: ListOffsetsResponse = exchange(
-        stream,
-        ApiKey::ListOffsets,
-        7,
-        &ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![
-                ListOffsetsTopic::default()
-                    .with_name(TopicName(text(TXN_TOPIC)))
-                    .with_partitions(vec![
-                        ListOffsetsPartition::default()
-                            .with_partition_index(index)
-                            .with_timestamp(-1),
-                    ]),
-            ]),
-    );
-    let partition = &response.topics[0].partitions[0];
-    assert_eq!(partition.error_code, 0, "{response:?}");
-    partition.offset
-}
 
 /// The two tests start three and five nodes: together on two cores a node of the larger
 /// cluster misses its answers for seconds (both tests failed that way, run side by side).
@@ -418,62 +276,6 @@ fn coordinator_lifecycle_fencing_bad_input_and_failover() {
     assert_eq!((producer, epoch), (pid, 1));
 }
 
-/// AddPartitionsToTxn v3 of partition `partition` of `topic`: its error code.
-fn add_partition(
-    stream: &mut TcpStream,
-    id: &str,
-    (pid, epoch): (i64, i16),
-    topic: &str,
-    partition: i32,
-) -> i16 {
-    let response: AddPartitionsToTxnResponse = exchange(
-        stream,
-        ApiKey::AddPartitionsToTxn,
-        3,
-        &AddPartitionsToTxnRequest::default()
-            .with_v3_and_below_transactional_id(TransactionalId(text(id)))
-            .with_v3_and_below_producer_id(ProducerId(pid))
-            .with_v3_and_below_producer_epoch(epoch)
-            .with_v3_and_below_topics(vec![
-                AddPartitionsToTxnTopic::default()
-                    .with_name(TopicName(text(topic)))
-                    .with_partitions(vec![partition]),
-            ]),
-    );
-    response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
-}
-
-/// The control records (transaction markers) of `partition` of `topic`, read from its leader
-/// at `address` as a read_uncommitted consumer; the partition's error while the node is not
-/// (yet again) its leader.
-fn markers(address: SocketAddr, topic: &str, partition: i32) -> Result<usize, i16> {
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![
-            FetchTopic::default()
-                .with_topic(TopicName(text(topic)))
-                .with_partitions(vec![
-                    FetchPartition::default()
-                        .with_partition(partition)
-                        .with_partition_max_bytes(1 << 20),
-                ]),
-        ]);
-    let response: FetchResponse = exchange(&mut connect(address), ApiKey::Fetch, 12, &request);
-    let data = &response.responses[0].partitions[0];
-    if data.error_code != 0 {
-        return Err(data.error_code);
-    }
-    let mut bytes = data.records.clone().unwrap_or_default();
-    Ok(RecordBatchDecoder::decode_all(&mut bytes)
-        .unwrap()
-        .iter()
-        .flat_map(|set| &set.records)
-        .filter(|record| record.control)
-        .count())
-}
-
 /// Goal (issue #13): when the coordinator cannot write CompleteCommit after the markers
 /// (`__transaction_state` below its min.isr), it retries that write alone until it is
 /// accepted: the transaction completes once the ISR heals, and the markers are not sent again
@@ -488,91 +290,23 @@ fn markers(address: SocketAddr, topic: &str, partition: i32) -> Result<usize, i1
 fn the_completion_is_retried_until_the_transaction_log_accepts_it() {
     let _alone = one_cluster_at_a_time();
     let root = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start(
+    let rig = CommitRig::start(
         root.path(),
-        5,
         "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=30000\n\
          replica.lag.time.max.ms=1000\ntransaction.state.log.min.isr=3",
     );
-    let first = cluster.nodes[0].address;
-    assert_eq!(common::create_topics(first, &[(DATA, 5, 1)]), vec![0]);
-    let (controller, _) = cluster.wait_for_leader(&[0, 1, 2, 3, 4], 0, Duration::from_secs(30));
-    let controller = controller as i32 + 1;
-    find(first, "completion-0");
-    // (leader, replicas, isr) of every partition of `topic`, by index, as the node at `via`
-    // sees it.
-    let layout = |via: SocketAddr, topic: &str| -> Vec<(i32, Vec<i32>, Vec<i32>)> {
-        // Five debug nodes creating 50 transaction-log partitions on two cores: a node may
-        // close its listener for a moment (it re-registers) or miss an answer; ask again,
-        // for up to 30 s.
-        let metadata = (0..120)
-            .find_map(|_| {
-                common::metadata(via).or_else(|| {
-                    std::thread::sleep(Duration::from_millis(250));
-                    None
-                })
-            })
-            .expect("the node answers Metadata");
-        let mut partitions: Vec<_> = metadata
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic))
-            .map(|t| t.partitions.clone())
-            .unwrap_or_default();
-        partitions.sort_by_key(|p| p.partition_index);
-        partitions
-            .iter()
-            .map(|p| {
-                let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
-                isr.sort_unstable();
-                (
-                    p.leader_id.0,
-                    p.replica_nodes.iter().map(|b| b.0).collect(),
-                    isr,
-                )
-            })
-            .collect()
-    };
-    wait_until(
-        "every partition led and fully in sync",
-        Duration::from_secs(60),
-        || {
-            let txn = layout(first, TXN_TOPIC);
-            let data = layout(first, DATA);
-            txn.len() == 50
-                && data.len() == 5
-                && txn
-                    .iter()
-                    .chain(&data)
-                    .all(|(l, r, isr)| *l >= 1 && r.len() == isr.len())
-        },
-    );
-    let txn = layout(first, TXN_TOPIC);
-    let data = layout(first, DATA);
-    // An id, its coordinator C, a replica A of its partition, and a data partition led by a
-    // node M outside that partition's replicas.
-    let (id, coordinator, replica, data_partition, data_leader) = (0..)
-        .map(|i| format!("completion-{i}"))
-        .find_map(|id| {
-            let (c, replicas, _) = &txn[partition_for(&id) as usize];
-            let a = *replicas.iter().find(|n| **n != *c && **n != controller)?;
-            let (p, (m, _, _)) = data
-                .iter()
-                .enumerate()
-                .find(|(_, (m, _, _))| !replicas.contains(m) && *m != controller)?;
-            Some((id, *c, a, p as i32, *m))
-        })
-        .unwrap();
+    let CommitRig {
+        mut cluster,
+        id,
+        coordinator,
+        replica,
+        data_partition,
+        data_leader,
+        producer,
+        mut stream,
+    } = rig;
     let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
     let at = |node: i32| addresses[(node - 1) as usize];
-    let mut stream = connect(at(coordinator));
-    let init = init(&mut stream, &id, 60_000);
-    assert_eq!(init.error_code, 0, "{init:?}");
-    let producer = (init.producer_id.0, init.producer_epoch);
-    assert_eq!(
-        add_partition(&mut stream, &id, producer, DATA, data_partition),
-        0
-    );
 
     cluster.nodes[(data_leader - 1) as usize].pause();
     let ended = end(&mut stream, &id, producer.0, producer.1, true);

@@ -311,6 +311,11 @@ async fn leader_of_some_partition(bootstrap: &str, topic: &str, rng: &mut StdRng
         .map(|(leader, _)| leader)
 }
 
+/// How long one request of a role lookup waits for its answer.
+pub(super) const ROLE_REQUEST_TIMEOUT_MS: &str = "1000";
+/// How long a role lookup may take in all before the step falls back to a random node.
+pub(super) const ROLE_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The leader and the other replicas of partition `partition` (a random one when `None`),
 /// as node indexes, if the cluster answers.
 async fn roles_of(
@@ -319,8 +324,17 @@ async fn roles_of(
     partition: Option<u32>,
     rng: &mut StdRng,
 ) -> Option<(usize, Vec<usize>)> {
-    let admin = Admin::from_properties([("bootstrap.servers", bootstrap)]).ok()?;
-    let topics = admin.describe_topics(&[topic]).await.ok()?;
+    // Short: a step aimed at a role must run on time even while another step has a node
+    // paused or cut off (a request to it would otherwise wait Kafka's 30 s).
+    let admin = Admin::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("request.timeout.ms", ROLE_REQUEST_TIMEOUT_MS),
+    ])
+    .ok()?;
+    let topics = tokio::time::timeout(ROLE_LOOKUP_TIMEOUT, admin.describe_topics(&[topic]))
+        .await
+        .ok()?
+        .ok()?;
     let partitions = &topics.first()?.partitions;
     let index = match partition {
         Some(partition) => partition as usize,
@@ -368,6 +382,17 @@ async fn resolve(
         ScriptTargets::Followers(partition) => {
             match roles_of(bootstrap, topic, Some(*partition), rng).await {
                 Some((_, followers)) => followers,
+                None => role_fallback(targets, &shuffled),
+            }
+        }
+        ScriptTargets::NotReplica(partition) => {
+            match roles_of(bootstrap, topic, Some(*partition), rng).await {
+                Some((leader, followers)) => {
+                    match (0..nodes).find(|node| *node != leader && !followers.contains(node)) {
+                        Some(node) => vec![node],
+                        None => role_fallback(targets, &shuffled),
+                    }
+                }
                 None => role_fallback(targets, &shuffled),
             }
         }

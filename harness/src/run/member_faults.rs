@@ -154,9 +154,20 @@ pub(super) async fn add_partitions(
     }
 }
 
-/// The node index coordinating the pool's group, if the cluster answers.
+/// The node index coordinating the pool's group, if the cluster answers (within the role
+/// lookup's bounds, so a step runs on time while another has a node paused).
 pub(super) async fn coordinator(bootstrap: &str) -> Option<usize> {
-    let admin = Admin::from_properties([("bootstrap.servers", bootstrap)]).ok()?;
-    let broker = admin.group_coordinator(members::GROUP).await.ok()?;
+    let admin = Admin::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("request.timeout.ms", super::faults::ROLE_REQUEST_TIMEOUT_MS),
+    ])
+    .ok()?;
+    let broker = tokio::time::timeout(
+        super::faults::ROLE_LOOKUP_TIMEOUT,
+        admin.group_coordinator(members::GROUP),
+    )
+    .await
+    .ok()?
+    .ok()?;
     usize::try_from(broker.0 - 1).ok()
 }

@@ -1,5 +1,6 @@
-//! What a scenario's expectations read from a run's report.json: the read-committed
-//! checker's LSO stalls, the eos checker's zombies, the producer checker's retries.
+//! What a scenario's expectations read from a run: in report.json the read-committed
+//! checker's LSO stalls, the eos checker's zombies and the producer checker's retries; in the
+//! nodes' logs the transactions a new coordinator completed for a dead one.
 
 use std::path::Path;
 
@@ -94,5 +95,101 @@ impl Zombies {
              inputs), of which {} refused, {} committed, {} unknown",
             self.paused, self.taken_over, self.refused, self.committed, self.unknown
         )
+    }
+}
+
+/// The node log line of a marker task that completed a transaction prepared before its
+/// coordinator loaded the partition (`coordinator/txn/markers.rs`).
+const RESUMED: &str = "completed a transaction a previous coordinator prepared";
+
+/// Transactions a coordinator completed that an earlier coordinator of their
+/// `__transaction_state` partition had prepared (the failover resume), from every node's
+/// `node.log` in the run directory (`n1/node.log`, ...).
+pub(super) struct ResumedCommits {
+    pub(super) commits: u64,
+    aborts: u64,
+    by_node: Vec<(String, u64)>,
+}
+
+impl ResumedCommits {
+    pub(super) fn of(run_dir: &Path) -> anyhow::Result<ResumedCommits> {
+        let mut resumed = ResumedCommits {
+            commits: 0,
+            aborts: 0,
+            by_node: Vec::new(),
+        };
+        let mut dirs: Vec<_> = std::fs::read_dir(run_dir)
+            .with_context(|| format!("cannot read {}", run_dir.display()))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.join("node.log").is_file())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            let text = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+            let (commits, aborts) = count_resumed(&text);
+            resumed.commits += commits;
+            resumed.aborts += aborts;
+            if commits > 0 {
+                let name = dir.file_name().unwrap_or_default().to_string_lossy();
+                resumed.by_node.push((name.into_owned(), commits));
+            }
+        }
+        Ok(resumed)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        let nodes: Vec<String> = self
+            .by_node
+            .iter()
+            .map(|(node, n)| format!("{n} by {node}"))
+            .collect();
+        format!(
+            "{} commit(s) and {} abort(s) a dead coordinator had prepared were completed by \
+             the next one{}",
+            self.commits,
+            self.aborts,
+            if nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", nodes.join(", "))
+            }
+        )
+    }
+}
+
+/// (commits, aborts) resumed in one node's log.
+fn count_resumed(log: &str) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for line in log.lines().filter(|line| line.contains(RESUMED)) {
+        if line.contains("commit=true") {
+            counts.0 += 1;
+        } else {
+            counts.1 += 1;
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumed_completions_are_counted_by_outcome() {
+        let log = "2026-12-04T19:40:01.1Z  INFO logjam_node::coordinator::txn::markers: \
+                   completed a transaction a previous coordinator prepared \
+                   transactional_id=t-1 commit=true epoch=3\n\
+                   2026-12-04T19:40:01.2Z  INFO logjam_node::coordinator::txn::markers: \
+                   resuming a transaction a previous coordinator prepared \
+                   transactional_id=t-2 commit=false epoch=3\n\
+                   2026-12-04T19:40:01.3Z  INFO logjam_node::coordinator::txn::markers: \
+                   completed a transaction a previous coordinator prepared \
+                   transactional_id=t-2 commit=false epoch=3\n";
+        assert_eq!(count_resumed(log), (1, 1));
+        assert_eq!(
+            count_resumed("coordinator loaded topic=__transaction_state"),
+            (0, 0)
+        );
     }
 }

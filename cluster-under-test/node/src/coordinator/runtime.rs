@@ -90,6 +90,9 @@ struct Active<S> {
     pending: VecDeque<Pending>,
     /// Serialises writes from the operation to the append; a new one per load.
     write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Wall clock (ms) when this load began: whatever the log held was written before it,
+    /// by an earlier coordinator of the partition.
+    loaded_at_ms: i64,
 }
 
 /// Records appended but not yet committed, and the write waiting for them.
@@ -197,6 +200,7 @@ impl<S: CoordinatorShard> Load<S> {
             partition,
             shard,
         } = self;
+        let loaded_at_ms = now_ms();
         let outcome = replay_log(&partition, shard).map(|(committed, latest, pending)| {
             Box::new(Active {
                 epoch,
@@ -205,6 +209,7 @@ impl<S: CoordinatorShard> Load<S> {
                 latest,
                 pending,
                 write_lock: Arc::new(tokio::sync::Mutex::new(())),
+                loaded_at_ms,
             })
         });
         Loaded {
@@ -371,6 +376,16 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
     /// As [`CoordinatorRuntime::read`].
     pub fn loaded_epoch(&self, index: i32) -> Result<i32, ResponseError> {
         Ok(active(&self.slots(), index)?.epoch)
+    }
+
+    /// When the load of partition `index` in its current epoch began (wall clock, ms): state
+    /// written before it came from an earlier coordinator (another node, or this one before
+    /// a restart or a lost leadership).
+    ///
+    /// # Errors
+    /// As [`CoordinatorRuntime::read`].
+    pub fn loaded_at_ms(&self, index: i32) -> Result<i64, ResponseError> {
+        Ok(active(&self.slots(), index)?.loaded_at_ms)
     }
 
     /// Runs `read` on the committed state of partition `index`.

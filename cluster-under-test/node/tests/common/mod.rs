@@ -6,6 +6,7 @@
 
 pub mod controller_and_brokers;
 pub mod partition;
+pub mod txn;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

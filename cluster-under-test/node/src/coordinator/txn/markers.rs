@@ -125,7 +125,7 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
             let mut expired = Vec::new();
             for (id, meta) in shard.iter() {
                 if let Some(work) = transitions::marker_work(meta) {
-                    prepared.push((id.to_owned(), work));
+                    prepared.push((id.to_owned(), work, meta.last_update_ms));
                 } else if transitions::expire(meta, now).is_some() {
                     expired.push(id.to_owned());
                 }
@@ -137,7 +137,11 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
         let Some(epoch) = coordinator.markers.coordinator_epoch(index) else {
             continue;
         };
-        for (id, work) in prepared {
+        // Prepared before this coordinator's load: an earlier coordinator died (or lost the
+        // partition) between PrepareCommit/PrepareAbort and the completion; this one resumes.
+        let loaded_at_ms = coordinator.runtime.loaded_at_ms(index).ok();
+        for (id, work, prepared_ms) in prepared {
+            let resumed = loaded_at_ms.is_some_and(|loaded| prepared_ms < loaded);
             {
                 let mut tasks = coordinator.markers.tasks();
                 if tasks.get(&id) == Some(&(work.clone(), epoch)) {
@@ -145,7 +149,18 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
                 }
                 tasks.insert(id.clone(), (work.clone(), epoch));
             }
-            tokio::spawn(finish(Arc::clone(coordinator), id, index, work, epoch));
+            if resumed {
+                tracing::info!(transactional_id = %id, commit = work.commit, epoch,
+                    "resuming a transaction a previous coordinator prepared");
+            }
+            let task = Task {
+                id,
+                index,
+                work,
+                epoch,
+                resumed,
+            };
+            tokio::spawn(finish(Arc::clone(coordinator), task));
         }
         for id in expired {
             if !coordinator.markers.expiring().insert(id.clone()) {
@@ -177,14 +192,25 @@ enum Stopped {
     Fenced(ResponseError),
 }
 
-/// Writes the markers of `work`, then its completion.
-async fn finish(
-    coordinator: Arc<TxnCoordinator>,
+/// One marker task: a prepared transaction of partition `index` in coordinator `epoch`.
+struct Task {
     id: String,
     index: i32,
     work: MarkerWork,
     epoch: i32,
-) {
+    /// Prepared by an earlier coordinator (the failover resume).
+    resumed: bool,
+}
+
+/// Writes the markers of `work`, then its completion.
+async fn finish(coordinator: Arc<TxnCoordinator>, task: Task) {
+    let Task {
+        id,
+        index,
+        work,
+        epoch,
+        resumed,
+    } = task;
     let canaries = coordinator.settings.rules.canaries;
     let outcome = if !work.commit && canaries.is_on(Canary::SkipAbortMarker) {
         // CANARY(skip-abort-marker): the abort is completed without its markers.
@@ -212,16 +238,22 @@ async fn finish(
             // write (REQUEST_TIMED_OUT) may still commit, so dropping the task would let the
             // next scan send every marker again, and a late one could close the id's next
             // transaction. Markers are sent again only by a new coordinator epoch.
+            let mut completed = true;
             while let Err(error) = complete(&coordinator, &id, &work).await {
                 if error == ResponseError::NotCoordinator
                     || coordinator.markers.coordinator_epoch(index) != Some(epoch)
                 {
                     tracing::debug!(transactional_id = %id, ?error,
                         "completion not written and no longer coordinator; the next one resumes");
+                    completed = false;
                     break;
                 }
                 tracing::debug!(transactional_id = %id, ?error, "completion not written; retrying it");
                 tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+            if completed && resumed {
+                tracing::info!(transactional_id = %id, commit = work.commit, epoch,
+                    "completed a transaction a previous coordinator prepared");
             }
             coordinator.markers.tasks().remove(&id);
         }
