@@ -17,51 +17,19 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, GroupId, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    ApiKey, GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
 
+use common::txn::{find_coordinator, partition_for, text};
 use common::{Cluster, connect, exchange, wait_until};
 
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
 const DATA: &str = "group-data";
 
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
-}
-
-/// Java's `String.hashCode`, written out independently of the node's.
-fn partition_for(id: &str) -> i32 {
-    let mut hash: i32 = 0;
-    for unit in id.encode_utf16() {
-        hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
-    }
-    (if hash == i32::MIN { 0 } else { hash.abs() }) % 50
-}
-
-/// The coordinator of `group` per FindCoordinator v4 asked of `via`, waiting out
-/// `COORDINATOR_NOT_AVAILABLE` while the topic is created.
+/// The coordinator of `group`.
 fn find(via: SocketAddr, group: &str) -> i32 {
-    let mut stream = connect(via);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response: FindCoordinatorResponse = exchange(
-            &mut stream,
-            ApiKey::FindCoordinator,
-            4,
-            &FindCoordinatorRequest::default()
-                .with_key_type(0)
-                .with_coordinator_keys(vec![text(group)]),
-        );
-        let found = &response.coordinators[0];
-        if found.error_code == 0 {
-            return found.node_id.0;
-        }
-        assert_eq!(found.error_code, 15, "{response:?}");
-        assert!(Instant::now() < deadline, "no coordinator for {group}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    find_coordinator(via, 0, group)
 }
 
 /// One OffsetCommit; the error code of each partition.

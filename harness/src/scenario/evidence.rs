@@ -16,14 +16,14 @@ pub(super) struct LsoStalls {
 }
 
 impl LsoStalls {
-    pub(super) fn of(run_dir: &Path) -> anyhow::Result<LsoStalls> {
-        let report = read_json(&run_dir.join("report.json"))?;
+    /// From report.json, read once by the judge.
+    pub(super) fn of(report: &Value) -> LsoStalls {
         let stats = &report["stats"]["read_committed"];
         let stalls = stats["lso_stalls"].as_array().cloned().unwrap_or_default();
         let longest = stalls
             .iter()
             .max_by_key(|stall| stall["duration_ms"].as_u64().unwrap_or(0));
-        Ok(LsoStalls {
+        LsoStalls {
             polls_checked: stats["polls_checked"].as_u64().unwrap_or(0),
             longest_ms: longest.map_or(0, |stall| stall["duration_ms"].as_u64().unwrap_or(0)),
             longest: longest.map(|stall| {
@@ -35,7 +35,7 @@ impl LsoStalls {
                     stall["from_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
                 )
             }),
-        })
+        }
     }
 
     pub(super) fn describe(&self) -> String {
@@ -54,9 +54,8 @@ impl LsoStalls {
 
 /// Acknowledged sends the producer checker saw retried (`producer.retried` in report.json;
 /// 0 for other workloads).
-pub(super) fn retried_sends(run_dir: &Path) -> anyhow::Result<u64> {
-    let report = read_json(&run_dir.join("report.json"))?;
-    Ok(report["producer"]["retried"].as_u64().unwrap_or(0))
+pub(super) fn retried_sends(report: &Value) -> u64 {
+    report["producer"]["retried"].as_u64().unwrap_or(0)
 }
 
 pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
@@ -76,17 +75,17 @@ pub(super) struct Zombies {
 }
 
 impl Zombies {
-    pub(super) fn of(run_dir: &Path) -> anyhow::Result<Zombies> {
-        let report = read_json(&run_dir.join("report.json"))?;
+    /// From report.json, read once by the judge.
+    pub(super) fn of(report: &Value) -> Zombies {
         let stats = &report["stats"]["zombies"];
         let count = |key: &str| stats[key].as_u64().unwrap_or(0);
-        Ok(Zombies {
+        Zombies {
             paused: count("paused"),
             taken_over: count("taken_over"),
             refused: count("refused"),
             committed: count("committed"),
             unknown: count("unknown"),
-        })
+        }
     }
 
     pub(super) fn describe(&self) -> String {

@@ -33,12 +33,13 @@ use tokio::sync::oneshot;
 use logjam_storage::{ControlType, EndTxnMarker};
 
 use crate::coordinator::shard::{
-    BatchKind, CoordinatorRecord, CoordinatorShard, decode_batches, encode_batch, replay_batch,
+    BatchKind, CoordinatorRecord, CoordinatorShard, encode_batch, replay_batch,
 };
 use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified, now_ms};
 
-/// How many bytes one read of a load asks the log for.
-const LOAD_READ_BYTES: usize = 1 << 20;
+mod load;
+
+pub use load::{Load, Loaded};
 
 /// Makes the empty shard of a partition index.
 type ShardFactory<S> = Box<dyn Fn(i32) -> S + Send + Sync>;
@@ -168,93 +169,6 @@ enum Prepared<S, R> {
         records: Vec<CoordinatorRecord>,
         response: R,
     },
-}
-
-/// A load to run (off the async workers): replays the log of `partition` into `shard`.
-pub struct Load<S> {
-    index: i32,
-    epoch: i32,
-    partition: Arc<Partition>,
-    shard: S,
-}
-
-/// What a finished [`Load`] hands to [`CoordinatorRuntime::complete_load`].
-pub struct Loaded<S> {
-    index: i32,
-    epoch: i32,
-    outcome: Result<Box<Active<S>>, String>,
-}
-
-impl<S: CoordinatorShard> Load<S> {
-    /// The partition index being loaded.
-    pub fn index(&self) -> i32 {
-        self.index
-    }
-
-    /// Reads the log from its start to the end it had when the load began and replays it:
-    /// batches below the high watermark into the committed state, the rest as pending.
-    pub fn run(self) -> Loaded<S> {
-        let Load {
-            index,
-            epoch,
-            partition,
-            shard,
-        } = self;
-        let loaded_at_ms = now_ms();
-        let outcome = replay_log(&partition, shard).map(|(committed, latest, pending)| {
-            Box::new(Active {
-                epoch,
-                partition: Arc::clone(&partition),
-                committed,
-                latest,
-                pending,
-                write_lock: Arc::new(tokio::sync::Mutex::new(())),
-                loaded_at_ms,
-            })
-        });
-        Loaded {
-            index,
-            epoch,
-            outcome,
-        }
-    }
-}
-
-fn replay_log<S: CoordinatorShard>(
-    partition: &Partition,
-    mut committed: S,
-) -> Result<(S, S, VecDeque<Pending>), String> {
-    let offsets = partition.offsets();
-    let mut pending = VecDeque::new();
-    let mut position = offsets.log_start_offset;
-    while position < offsets.log_end_offset {
-        let read = partition
-            .read_to_log_end(position, LOAD_READ_BYTES)
-            .map_err(|error| format!("reading offset {position}: {error:?}"))?;
-        let batches = decode_batches(&read.records)?;
-        let Some(last) = batches.last() else {
-            return Err(format!("no whole batch at offset {position}"));
-        };
-        position = last.end_offset;
-        for batch in batches {
-            if batch.end_offset > offsets.high_watermark {
-                pending.push_back(Pending {
-                    end_offset: batch.end_offset,
-                    kind: batch.kind,
-                    records: batch.records,
-                    done: None,
-                });
-                continue;
-            }
-            replay_batch(&mut committed, batch.kind, &batch.records)
-                .map_err(|error| format!("batch ending at {}: {error}", batch.end_offset))?;
-        }
-    }
-    let mut latest = committed.clone();
-    for batch in &pending {
-        replay_batch(&mut latest, batch.kind, &batch.records)?;
-    }
-    Ok((committed, latest, pending))
 }
 
 impl<S: CoordinatorShard> CoordinatorRuntime<S> {

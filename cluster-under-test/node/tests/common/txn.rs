@@ -37,9 +37,10 @@ pub fn partition_for(id: &str) -> i32 {
     (if hash == i32::MIN { 0 } else { hash.abs() }) % 50
 }
 
-/// The coordinator of `id` per FindCoordinator v4 asked of `via`, waiting out
-/// `COORDINATOR_NOT_AVAILABLE` while the topic is created.
-pub fn find(via: SocketAddr, id: &str) -> i32 {
+/// The coordinator of `key` (`key_type` 0: a group, 1: a transactional id) per
+/// FindCoordinator v4 asked of `via`, waiting out `COORDINATOR_NOT_AVAILABLE` while the
+/// internal topic is created.
+pub fn find_coordinator(via: SocketAddr, key_type: i8, key: &str) -> i32 {
     let mut stream = connect(via);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -48,17 +49,22 @@ pub fn find(via: SocketAddr, id: &str) -> i32 {
             ApiKey::FindCoordinator,
             4,
             &FindCoordinatorRequest::default()
-                .with_key_type(1)
-                .with_coordinator_keys(vec![text(id)]),
+                .with_key_type(key_type)
+                .with_coordinator_keys(vec![text(key)]),
         );
         let found = &response.coordinators[0];
         if found.error_code == 0 {
             return found.node_id.0;
         }
         assert_eq!(found.error_code, 15, "{response:?}");
-        assert!(Instant::now() < deadline, "no coordinator for {id}");
+        assert!(Instant::now() < deadline, "no coordinator for {key}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The coordinator of transactional id `id`, as [`find_coordinator`] finds it.
+pub fn find(via: SocketAddr, id: &str) -> i32 {
+    find_coordinator(via, 1, id)
 }
 
 pub fn init_once(stream: &mut TcpStream, id: &str, timeout_ms: i32) -> InitProducerIdResponse {

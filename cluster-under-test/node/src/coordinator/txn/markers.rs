@@ -8,7 +8,8 @@
 //! (leaders looked up again) until every marker is written, then CompleteCommit /
 //! CompleteAbort is written. A partition whose topic no longer exists is dropped, as Kafka
 //! does. The task stops when this node stops coordinating the id; the next coordinator
-//! loads the Prepare* state and sends the markers again (the failover resume). The same scan
+//! loads the Prepare* state and sends the markers again (the failover resume, logged when it
+//! starts and when it completes: a Prepare* older than the partition's load). The same scan
 //! aborts transactions open past their timeout ([`transitions::expire`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -139,7 +140,11 @@ fn scan(coordinator: &Arc<TxnCoordinator>) {
         };
         // Prepared before this coordinator's load: an earlier coordinator died (or lost the
         // partition) between PrepareCommit/PrepareAbort and the completion; this one resumes.
-        let loaded_at_ms = coordinator.runtime.loaded_at_ms(index).ok();
+        let loaded_at_ms = if prepared.is_empty() {
+            None
+        } else {
+            coordinator.runtime.loaded_at_ms(index).ok()
+        };
         for (id, work, prepared_ms) in prepared {
             let resumed = loaded_at_ms.is_some_and(|loaded| prepared_ms < loaded);
             {
