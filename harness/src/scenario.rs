@@ -178,6 +178,14 @@ const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/rebalance-other-node-killed.scn"),
     ),
     (
+        "rebalance-session-timeout-kip848",
+        include_str!("../scenarios/rebalance-session-timeout-kip848.scn"),
+    ),
+    (
+        "rebalance-session-timeout-kip848-longer",
+        include_str!("../scenarios/rebalance-session-timeout-kip848-longer.scn"),
+    ),
+    (
         "canary-ack-before-replication",
         include_str!("../scenarios/canary-ack-before-replication.scn"),
     ),

@@ -50,12 +50,14 @@ pub const VERSION_CEILINGS: &[(ApiKey, i16)] = &[
     (ApiKey::SyncGroup, 5),
     (ApiKey::Heartbeat, 4),
     (ApiKey::LeaveGroup, 5),
-    (ApiKey::OffsetCommit, 8),
+    // v9: the member epoch of a KIP-848 member (Kafka refuses its commits below v9).
+    (ApiKey::OffsetCommit, 9),
     (ApiKey::OffsetFetch, 7),
     (ApiKey::AddPartitionsToTxn, 3),
     (ApiKey::AddOffsetsToTxn, 4),
     (ApiKey::TxnOffsetCommit, 5),
     (ApiKey::EndTxn, 5),
+    (ApiKey::ConsumerGroupHeartbeat, 1),
 ];
 
 /// The Produce version for everything but a transactions-V2 producer.
@@ -413,6 +415,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::EndTxn => "EndTxn",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         _ => "another API",
     }
 }

@@ -212,8 +212,13 @@ impl Consumer {
             // A subscribed consumer looks at its group at least every heartbeat interval.
             self.group_poll(deadline).await?;
             let step = match &self.group {
-                Some(_) => {
-                    deadline.min(tokio::time::Instant::now() + self.config.group.heartbeat_interval)
+                Some(group) => {
+                    let look = if group.kip848.is_some() {
+                        group::kip848_shell::RECONCILE_CHECK
+                    } else {
+                        self.config.group.heartbeat_interval
+                    };
+                    deadline.min(tokio::time::Instant::now() + look)
                 }
                 None => deadline,
             };

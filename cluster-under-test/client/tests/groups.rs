@@ -7,42 +7,17 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::NodeProcess;
-use logjam_client::consumer::group::{RebalanceCause, RebalanceEvent};
-use logjam_client::{
-    Admin, Consumer, ConsumerGroupMetadata, NewTopic, Offset, Producer, ProducerRecord,
-    TopicPartition,
-};
+use common::members::{Member, all, setup, wait_for};
+use logjam_client::consumer::group::RebalanceCause;
+use logjam_client::{Consumer, ConsumerGroupMetadata, Offset, Producer, TopicPartition};
 
 const NODE: &str = "group.initial.rebalance.delay.ms=0\noffsets.topic.replication.factor=1\n\
                     offsets.topic.num.partitions=3\ngroup.min.session.timeout.ms=1000";
-
-async fn setup(node: &NodeProcess, topic: &str, partitions: i32, records: usize) {
-    let admin = Admin::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
-    for (_, outcome) in admin
-        .create_topics(&[NewTopic::new(topic, partitions, 1)])
-        .await
-        .unwrap()
-    {
-        outcome.unwrap();
-    }
-    let producer =
-        Producer::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
-    let mut futures = Vec::new();
-    for i in 0..records {
-        let record = ProducerRecord::new(topic, Bytes::from(format!("v{i}")))
-            .with_partition((i % partitions as usize) as i32);
-        futures.push(producer.send(record).await.unwrap());
-    }
-    for future in futures {
-        future.await.unwrap();
-    }
-}
 
 fn consumer(node: &NodeProcess, group: &str, extra: &[(&str, &str)]) -> Consumer {
     let bootstrap = node.bootstrap();
@@ -56,85 +31,6 @@ fn consumer(node: &NodeProcess, group: &str, extra: &[(&str, &str)]) -> Consumer
     ];
     props.extend_from_slice(extra);
     Consumer::from_properties(props).unwrap()
-}
-
-#[derive(Default)]
-struct Seen {
-    assignment: BTreeSet<TopicPartition>,
-    records: Vec<(TopicPartition, i64)>,
-    events: Vec<RebalanceEvent>,
-}
-
-/// A consumer polling in its own task until stopped; `pause_ms` makes it sleep once between
-/// polls (a slow processing step).
-struct Member {
-    seen: Arc<Mutex<Seen>>,
-    stop: Arc<AtomicBool>,
-    pause_ms: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<Consumer>,
-}
-
-impl Member {
-    fn start(mut consumer: Consumer, topic: &str) -> Member {
-        consumer.subscribe([topic]).unwrap();
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let pause_ms = Arc::new(AtomicU64::new(0));
-        let (s, st, p) = (seen.clone(), stop.clone(), pause_ms.clone());
-        let task = tokio::spawn(async move {
-            while !st.load(Ordering::SeqCst) {
-                let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
-                {
-                    let mut seen = s.lock().unwrap();
-                    seen.records
-                        .extend(records.into_iter().map(|r| (r.partition, r.offset.0)));
-                    seen.assignment = consumer.assignment().into_iter().collect();
-                    seen.events.extend(consumer.take_rebalance_events());
-                }
-                let pause = p.swap(0, Ordering::SeqCst);
-                if pause > 0 {
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
-                }
-            }
-            consumer
-        });
-        Member {
-            seen,
-            stop,
-            pause_ms,
-            task,
-        }
-    }
-
-    fn assignment(&self) -> BTreeSet<TopicPartition> {
-        self.seen.lock().unwrap().assignment.clone()
-    }
-
-    fn events(&self) -> Vec<RebalanceEvent> {
-        self.seen.lock().unwrap().events.clone()
-    }
-
-    async fn stop(self) -> (Consumer, Seen) {
-        self.stop.store(true, Ordering::SeqCst);
-        let consumer = self.task.await.unwrap();
-        let seen = std::mem::take(&mut *self.seen.lock().unwrap());
-        (consumer, seen)
-    }
-}
-
-async fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn all(topic: &str, n: i32) -> BTreeSet<TopicPartition> {
-    (0..n).map(|p| TopicPartition::new(topic, p)).collect()
 }
 
 /// Two members split four partitions with nothing shared; when one closes (LeaveGroup), the

@@ -45,12 +45,19 @@ const CLIENT_KEYS: &[&str] = &[
     "transaction.timeout.ms",
     "session.timeout.ms",
     "heartbeat.interval.ms",
+    "group.protocol",
+    "group.remote.assignor",
     EOS_MODE_KEY,
     TXN_MODE_KEY,
 ];
 
 /// Of [`CLIENT_KEYS`], those only a group's consumers take.
-const CONSUMER_ONLY_KEYS: &[&str] = &["session.timeout.ms", "heartbeat.interval.ms"];
+const CONSUMER_ONLY_KEYS: &[&str] = &[
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "group.protocol",
+    "group.remote.assignor",
+];
 
 /// `--set logjam.eos=<options>`, comma-separated: `offsets-outside-transaction` (the eos
 /// workload's pipeline commits its offsets with a plain commit after the output transaction:
@@ -125,7 +132,8 @@ impl Settings {
     }
 
     /// The consumer's share of them: `request.timeout.ms`, and for a group's consumers
-    /// `session.timeout.ms` and `heartbeat.interval.ms`.
+    /// `session.timeout.ms`, `heartbeat.interval.ms`, `group.protocol` and
+    /// `group.remote.assignor`.
     pub(super) fn consumer(&self) -> Properties {
         self.client
             .iter()

@@ -1,6 +1,6 @@
 //! The group workload: the queue workload in Jepsen's subscribe mode. Sends are the queue's;
-//! consumers `subscribe` to the topic as members of one classic consumer group (the broker
-//! assigns the partitions) instead of assigning partitions themselves, commit their positions
+//! consumers `subscribe` to the topic as members of one consumer group (classic, or KIP-848
+//! with `--set group.protocol=consumer`) instead of assigning partitions themselves, commit their positions
 //! after every poll (`commit_sync`, so a fresh member resumes from the committed offsets),
 //! and every assignment change the client saw is written into the history as a `rebalance`
 //! op ([`logjam_history::Rebalance`]): generation, member id, partitions assigned and revoked,
@@ -41,6 +41,23 @@ const MEMBER_DEFAULTS: &[(&str, &str)] = &[
     ("session.timeout.ms", "6000"),
     ("max.poll.interval.ms", "3000"),
 ];
+
+/// The [`MEMBER_DEFAULTS`] that `consumer` (the run's consumer properties) does not set.
+/// Under `group.protocol=consumer` (KIP-848) the coordinator runs the session clock
+/// (`group.consumer.session.timeout.ms`) and sets the heartbeat interval, and the client
+/// refuses both keys, so only the rebalance timeout is a member default there.
+fn member_defaults<'a>(
+    consumer: &'a [(String, String)],
+) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    let kip848 = consumer
+        .iter()
+        .any(|(k, v)| k == "group.protocol" && v.trim().eq_ignore_ascii_case("consumer"));
+    MEMBER_DEFAULTS
+        .iter()
+        .filter(move |(key, _)| !consumer.iter().any(|(k, _)| k == key))
+        .filter(move |(key, _)| !kip848 || *key == "max.poll.interval.ms")
+        .copied()
+}
 
 /// How long a poll of a member outside any generation may wait for its join to finish.
 const JOIN_POLL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -170,12 +187,7 @@ impl GroupClient {
                 ("group.id", self.settings.group_id.as_str()),
                 ("enable.auto.commit", "false"),
             ])
-            .chain(
-                MEMBER_DEFAULTS
-                    .iter()
-                    .filter(|(key, _)| !queue.consumer.iter().any(|(k, _)| k == key))
-                    .copied(),
-            );
+            .chain(member_defaults(&queue.consumer));
         let subscribed = Consumer::from_properties(properties)
             .map_err(|error| format!("consumer: {error}"))
             .and_then(|mut consumer| {

@@ -1,9 +1,11 @@
 //! The consumer's group settings (`group.id`, the liveness clocks, auto-commit, assignors,
-//! `group.protocol`) with Kafka 4's defaults, parsed and validated with errors naming the key.
+//! `group.protocol`, `group.remote.assignor`) with Kafka 4's defaults, parsed and validated
+//! with errors naming the key.
 //!
-//! Only the classic protocol is implemented: `group.protocol=consumer` (KIP-848) is an
-//! [`ConfigError::Unsupported`] error rather than a silent fallback, so a run never measures
-//! the protocol it did not ask for.
+//! With `group.protocol=consumer` (KIP-848) the coordinator runs the session clock and the
+//! assignor, so `session.timeout.ms`, `heartbeat.interval.ms` and
+//! `partition.assignment.strategy` are refused as Java's `ConsumerConfig` refuses them, and
+//! `group.remote.assignor` names the server's assignor; with `classic` the reverse holds.
 
 use std::time::Duration;
 
@@ -58,6 +60,8 @@ impl AssignmentStrategy {
 pub enum GroupProtocol {
     /// JoinGroup/SyncGroup/Heartbeat, client-side assignment (Kafka 4's default).
     Classic,
+    /// KIP-848: ConsumerGroupHeartbeat, server-side assignment, member epochs.
+    Consumer,
 }
 
 /// Group settings of [`super::ConsumerConfig`].
@@ -83,6 +87,9 @@ pub struct GroupConfig {
     pub assignment_strategies: Vec<AssignmentStrategy>,
     /// `group.protocol`, default classic.
     pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor` (KIP-848 only): the server assignor to ask for; default none,
+    /// the coordinator's first of `group.consumer.assignors`.
+    pub remote_assignor: Option<String>,
 }
 
 impl Default for GroupConfig {
@@ -100,6 +107,7 @@ impl Default for GroupConfig {
                 AssignmentStrategy::CooperativeSticky,
             ],
             group_protocol: GroupProtocol::Classic,
+            remote_assignor: None,
         }
     }
 }
@@ -108,6 +116,8 @@ impl Default for GroupConfig {
 #[derive(Debug, Default)]
 pub(crate) struct Explicit {
     auto_commit: bool,
+    /// The classic-only keys set explicitly, in the order seen.
+    classic_only: Vec<&'static str>,
 }
 
 impl GroupConfig {
@@ -121,8 +131,14 @@ impl GroupConfig {
                 }
                 self.group_instance_id = Some(value.to_owned());
             }
-            "session.timeout.ms" => self.session_timeout = positive_ms(key, value)?,
-            "heartbeat.interval.ms" => self.heartbeat_interval = positive_ms(key, value)?,
+            "session.timeout.ms" => {
+                self.session_timeout = positive_ms(key, value)?;
+                seen.classic_only.push("session.timeout.ms");
+            }
+            "heartbeat.interval.ms" => {
+                self.heartbeat_interval = positive_ms(key, value)?;
+                seen.classic_only.push("heartbeat.interval.ms");
+            }
             "max.poll.interval.ms" => self.max_poll_interval = positive_ms(key, value)?,
             "enable.auto.commit" => {
                 self.enable_auto_commit = parse_bool(key, value)?;
@@ -153,17 +169,14 @@ impl GroupConfig {
                     return Err(invalid(key, value, "at least one assignor"));
                 }
                 self.assignment_strategies = strategies;
+                seen.classic_only.push("partition.assignment.strategy");
+            }
+            "group.remote.assignor" => {
+                self.remote_assignor = Some(value.trim().to_owned()).filter(|v| !v.is_empty());
             }
             "group.protocol" => match value.trim().to_ascii_lowercase().as_str() {
                 "classic" => self.group_protocol = GroupProtocol::Classic,
-                "consumer" => {
-                    return Err(ConfigError::Unsupported {
-                        key: "group.protocol",
-                        value: value.to_owned(),
-                        reason: "the KIP-848 consumer protocol is not implemented by \
-                                 logjam-client; use group.protocol=classic",
-                    });
-                }
+                "consumer" => self.group_protocol = GroupProtocol::Consumer,
                 _ => return Err(invalid(key, value, "classic or consumer")),
             },
             _ => return Ok(false),
@@ -186,6 +199,26 @@ impl GroupConfig {
                     key: "group.instance.id",
                     reason: "static membership needs a group.id",
                 });
+            }
+        }
+        match self.group_protocol {
+            GroupProtocol::Consumer => {
+                if let Some(&key) = seen.classic_only.first() {
+                    return Err(ConfigError::Conflict {
+                        key,
+                        reason: "not supported with group.protocol=consumer: the coordinator \
+                                 runs the session clock (group.consumer.session.timeout.ms) \
+                                 and the assignor (group.remote.assignor)",
+                    });
+                }
+            }
+            GroupProtocol::Classic => {
+                if self.remote_assignor.is_some() {
+                    return Err(ConfigError::Conflict {
+                        key: "group.remote.assignor",
+                        reason: "only used with group.protocol=consumer",
+                    });
+                }
             }
         }
         if self.heartbeat_interval >= self.session_timeout {
@@ -247,21 +280,51 @@ mod tests {
     }
 
     #[test]
-    fn the_consumer_protocol_is_a_clear_unsupported_error() {
+    fn the_consumer_protocol_refuses_the_classic_only_keys() {
+        let config = ConsumerConfig::from_properties([
+            BOOT,
+            ("group.id", "g"),
+            ("group.protocol", "CONSUMER"),
+            ("group.remote.assignor", "range"),
+        ])
+        .unwrap();
+        assert_eq!(config.group.group_protocol, GroupProtocol::Consumer);
+        assert_eq!(config.group.remote_assignor.as_deref(), Some("range"));
+        for key in [
+            "session.timeout.ms",
+            "heartbeat.interval.ms",
+            "partition.assignment.strategy",
+        ] {
+            let value = if key.ends_with("strategy") {
+                "range"
+            } else {
+                "1000"
+            };
+            let error = ConsumerConfig::from_properties([
+                BOOT,
+                ("group.id", "g"),
+                ("group.protocol", "consumer"),
+                (key, value),
+            ])
+            .unwrap_err();
+            assert!(
+                matches!(error, ConfigError::Conflict { key: k, .. } if k == key),
+                "{error}"
+            );
+        }
         let error = ConsumerConfig::from_properties([
             BOOT,
             ("group.id", "g"),
-            ("group.protocol", "consumer"),
+            ("group.remote.assignor", "uniform"),
         ])
         .unwrap_err();
-        assert!(matches!(
-            error,
-            ConfigError::Unsupported {
-                key: "group.protocol",
-                ..
-            }
-        ));
-        assert!(error.to_string().contains("group.protocol=consumer"));
+        assert!(
+            error.to_string().contains("group.remote.assignor"),
+            "{error}"
+        );
+        let error =
+            ConsumerConfig::from_properties([BOOT, ("group.protocol", "kip848")]).unwrap_err();
+        assert!(error.to_string().contains("group.protocol"), "{error}");
     }
 
     #[test]

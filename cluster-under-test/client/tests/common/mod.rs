@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod members;
+
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,5 +1,6 @@
 //! The group API of a subscribed consumer around committed offsets: `commit_sync`,
-//! `commit_async`, auto-commit on its interval, and `close` (a last commit, then LeaveGroup
+//! `commit_async`, auto-commit on its interval, the committed offsets a newly assigned
+//! partition starts from, and `close` (a last commit, then LeaveGroup
 //! for a dynamic member only: a static member's place waits for it, as in Java).
 
 use std::collections::BTreeMap;
@@ -55,6 +56,7 @@ impl Consumer {
     pub(super) async fn commit_offsets(&mut self, offsets: &Offsets) -> Result<()> {
         let connection = self.group_coordinator().await?;
         let group = self.group.as_mut().ok_or(Error::Closed)?;
+        group.sync_identity();
         let request = offsets::commit_request(
             &group.group_id,
             group.member.generation,
@@ -115,6 +117,9 @@ impl Consumer {
         let offsets = self.positions(None);
         let cluster = self.cluster.clone();
         let timeout = self.config.request_timeout;
+        if let Some(group) = self.group.as_mut() {
+            group.sync_identity();
+        }
         let target = self.group.as_ref().map(|g| {
             let request = offsets::commit_request(
                 &g.group_id,
@@ -153,11 +158,15 @@ impl Consumer {
         {
             let _ = self.commit_sync().await;
         }
+        if self.group.as_ref().is_some_and(|g| g.kip848.is_some()) {
+            self.kip848_leave().await;
+        }
         let Some(mut group) = self.group.take() else {
             return Ok(());
         };
         group.stop_heartbeat();
-        if group.config.group_instance_id.is_none()
+        if group.kip848.is_none()
+            && group.config.group_instance_id.is_none()
             && !group.member.member_id.is_empty()
             && let Some(coordinator) = group.coordinator
             && let Ok(connection) = self.cluster.connection(coordinator).await
@@ -173,5 +182,65 @@ impl Consumer {
         group.member.revoke_all(RebalanceCause::Close);
         group.publish();
         Ok(())
+    }
+
+    /// Java's `refreshCommittedOffsetsIfNeeded`: the committed offsets of assigned partitions
+    /// still awaiting them become their positions; a partition the group has no offset for
+    /// falls back to `auto.offset.reset`. Any error (UNSTABLE_OFFSET_COMMIT past the request
+    /// timeout, the coordinator moved) leaves them awaiting, for the next poll.
+    pub(super) async fn refresh_committed(&mut self) {
+        let awaiting: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(_, state)| state.awaiting_committed)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if awaiting.is_empty() {
+            return;
+        }
+        let fetched = match self.group_coordinator().await {
+            Ok(connection) => match self.group.as_ref() {
+                Some(group) => {
+                    offsets::fetch_committed(
+                        &connection,
+                        &group.group_id,
+                        &awaiting,
+                        self.config.request_timeout,
+                        self.config.retry_backoff,
+                    )
+                    .await
+                }
+                None => return,
+            },
+            Err(error) => Err(error),
+        };
+        let committed = match fetched {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::debug!(%error, "committed offsets not fetched; asking again");
+                if let Some(group) = self.group.as_mut()
+                    && !matches!(error, Error::Broker { code: 88 | 14, .. })
+                {
+                    group.coordinator = None;
+                }
+                tokio::time::sleep(self.config.retry_backoff).await;
+                return;
+            }
+        };
+        for tp in awaiting {
+            // Still assigned and still awaiting: a rebalance or seek meanwhile decided.
+            let Some(state) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            if !state.awaiting_committed {
+                continue;
+            }
+            state.awaiting_committed = false;
+            if let Some(offset) = committed.get(&tp) {
+                state.position = Some(*offset);
+                state.reset = None;
+                state.last_record_epoch = None;
+            }
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! The tokio shell of classic group membership, as `impl Consumer` methods: `subscribe`, the
-//! join before a poll (FindCoordinator, JoinGroup with the MEMBER_ID_REQUIRED retry, the
-//! leader running the assignor, SyncGroup; eager strategies revoke everything first,
-//! cooperative ones only what the assignment moved), committed offsets fetched for new
-//! partitions, the heartbeat task started per generation and its findings acted on at the next
-//! poll. Decisions live in `membership.rs`; commits and close in `commits.rs`.
+//! join before a poll (JoinGroup with the MEMBER_ID_REQUIRED retry, the leader running the
+//! assignor, SyncGroup; eager strategies revoke everything first, cooperative ones only what
+//! the assignment moved), the heartbeat task started per generation and its findings acted on
+//! at the next poll; a KIP-848 member's poll goes to `kip848_shell.rs` instead. Decisions live
+//! in `membership.rs`; the coordinator's discovery in `discovery.rs`; commits, committed
+//! offsets for new partitions and close in `commits.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,19 +12,18 @@ use std::time::Duration;
 
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
-use kafka_protocol::messages::{
-    ApiKey, FindCoordinatorRequest, GroupId, JoinGroupRequest, SyncGroupRequest,
-};
+use kafka_protocol::messages::{ApiKey, GroupId, JoinGroupRequest, SyncGroupRequest};
 use kafka_protocol::protocol::StrBytes;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::assignor::{self, MemberSubscription};
 use super::heartbeat::{self, Beat, Identity, Outcome};
+use super::kip848::{Member848, State};
+use super::kip848_shell::Kip848;
 use super::membership::{GroupMember, Reaction, RebalanceCause, RebalanceEvent, codes, reaction};
-use super::offsets;
 use super::protocol::{self, CONSUMER_PROTOCOL_VERSION, Subscription};
-use crate::config::{AssignmentStrategy, ConfigError, GroupConfig};
+use crate::config::{AssignmentStrategy, ConfigError, GroupConfig, GroupProtocol};
 use crate::connection::Connection;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
@@ -49,6 +49,8 @@ pub struct GroupState {
     /// counts (Java's `assignmentSnapshot`; `None` when it does not lead), and when they were
     /// last compared with the cluster's.
     pub(super) leader_counts: Option<(BTreeMap<String, i32>, Instant)>,
+    /// The KIP-848 member (`group.protocol=consumer`); `None` for the classic protocol.
+    pub(crate) kip848: Option<Kip848>,
 }
 
 impl std::fmt::Debug for GroupState {
@@ -82,6 +84,23 @@ impl GroupState {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
+        if let Some(kip848) = self.kip848.as_mut() {
+            kip848.stop();
+        }
+    }
+
+    /// A KIP-848 member's id and epoch as its heartbeats last learned them, for commits
+    /// (the member epoch is the generation of OffsetCommit v9); -1 while not in the group.
+    pub(super) fn sync_identity(&mut self) {
+        if let Some(kip848) = &self.kip848 {
+            let core = kip848.core.lock().expect("kip848");
+            self.member.member_id = core.member_id.clone();
+            self.member.generation = if core.state == State::Member {
+                core.member_epoch
+            } else {
+                -1
+            };
+        }
     }
 
     /// Moves the member's new events to the caller's queue, telling the listener.
@@ -110,8 +129,9 @@ impl Drop for GroupState {
 }
 
 impl Consumer {
-    /// Joins `group.id` subscribed to `topics` (classic protocol); partitions arrive through
-    /// the rebalances that the next polls perform.
+    /// Joins `group.id` subscribed to `topics` with the configured `group.protocol`:
+    /// partitions arrive through the rebalances (classic) or the reconciliations (KIP-848)
+    /// that the next polls perform.
     ///
     /// # Errors
     /// No `group.id` configured.
@@ -126,10 +146,22 @@ impl Consumer {
         self.cluster.track_topics(topics.iter().map(String::as_str));
         match self.group.as_mut() {
             Some(group) => {
-                group.topics = topics;
-                group.member.rejoin = Some(RebalanceCause::Join);
+                group.topics = topics.clone();
+                match group.kip848.as_mut() {
+                    Some(kip848) => kip848.subscribe(topics),
+                    None => group.member.rejoin = Some(RebalanceCause::Join),
+                }
             }
             None => {
+                let kip848 = (config.group_protocol == GroupProtocol::Consumer).then(|| {
+                    Kip848::new(Member848::new(
+                        uuid::Uuid::new_v4().to_string(),
+                        topics.clone(),
+                        config.group_instance_id.clone(),
+                        config.max_poll_interval,
+                        config.remote_assignor.clone(),
+                    ))
+                });
                 self.group = Some(Box::new(GroupState {
                     config,
                     group_id,
@@ -146,6 +178,7 @@ impl Consumer {
                     events: Vec::new(),
                     listener: None,
                     leader_counts: None,
+                    kip848,
                 }))
             }
         }
@@ -172,8 +205,14 @@ impl Consumer {
     }
 
     /// The member id and generation, once joined.
+    /// Under KIP-848 the generation is the member epoch, as its heartbeats last learned it.
     pub fn group_generation(&self) -> Option<(String, i32)> {
         let group = self.group.as_ref()?;
+        if let Some(kip848) = &group.kip848 {
+            let core = kip848.core.lock().expect("kip848");
+            return (core.state == State::Member)
+                .then(|| (core.member_id.clone(), core.member_epoch));
+        }
         (group.member.generation >= 0)
             .then(|| (group.member.member_id.clone(), group.member.generation))
     }
@@ -185,6 +224,9 @@ impl Consumer {
         let Some(group) = self.group.as_mut() else {
             return Ok(());
         };
+        if group.kip848.is_some() {
+            return self.kip848_poll(deadline).await;
+        }
         let outcome = {
             let mut beat = group.beat.lock().expect("beat");
             beat.last_poll = Instant::now();
@@ -275,51 +317,6 @@ impl Consumer {
         {
             tracing::info!(before = ?counts, after = ?now, "subscribed topics' partitions changed; rejoining");
             group.member.rejoin = Some(RebalanceCause::MetadataChange);
-        }
-    }
-
-    pub(super) async fn group_coordinator(&mut self) -> Result<Arc<Connection>> {
-        let group = self.group.as_mut().ok_or(Error::Closed)?;
-        if let Some(broker) = group.coordinator {
-            match self.cluster.connection(broker).await {
-                Ok(connection) => return Ok(connection),
-                Err(_) => group.coordinator = None,
-            }
-        }
-        loop {
-            self.cluster.refresh_metadata(&[]).await?;
-            let connection = self.cluster.any_connection().await?;
-            let key = StrBytes::from_string(group.group_id.clone());
-            let version = connection.version(ApiKey::FindCoordinator).unwrap_or(0);
-            let request = if version >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-            } else {
-                FindCoordinatorRequest::default().with_key(key)
-            };
-            let response = connection
-                .send(
-                    ApiKey::FindCoordinator,
-                    &request,
-                    self.config.request_timeout,
-                )
-                .await?;
-            let (code, node) = match response.coordinators.first() {
-                Some(c) if version >= 4 => (c.error_code, c.node_id.0),
-                _ => (response.error_code, response.node_id.0),
-            };
-            if code == 0 {
-                let connection = self.cluster.connection(BrokerId(node)).await?;
-                group.coordinator = Some(BrokerId(node));
-                return Ok(connection);
-            }
-            if !matches!(code, 14..=16) {
-                return Err(Error::broker(
-                    "FindCoordinator",
-                    code,
-                    Some(group.group_id.clone()),
-                ));
-            }
-            tokio::time::sleep(self.config.retry_backoff).await;
         }
     }
 
@@ -509,66 +506,6 @@ impl Consumer {
             group.beat.clone(),
         )));
         Ok(Some(()))
-    }
-
-    /// Java's `refreshCommittedOffsetsIfNeeded`: the committed offsets of assigned partitions
-    /// still awaiting them become their positions; a partition the group has no offset for
-    /// falls back to `auto.offset.reset`. Any error (UNSTABLE_OFFSET_COMMIT past the request
-    /// timeout, the coordinator moved) leaves them awaiting, for the next poll.
-    async fn refresh_committed(&mut self) {
-        let awaiting: Vec<TopicPartition> = self
-            .partitions
-            .iter()
-            .filter(|(_, state)| state.awaiting_committed)
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        if awaiting.is_empty() {
-            return;
-        }
-        let fetched = match self.group_coordinator().await {
-            Ok(connection) => match self.group.as_ref() {
-                Some(group) => {
-                    offsets::fetch_committed(
-                        &connection,
-                        &group.group_id,
-                        &awaiting,
-                        self.config.request_timeout,
-                        self.config.retry_backoff,
-                    )
-                    .await
-                }
-                None => return,
-            },
-            Err(error) => Err(error),
-        };
-        let committed = match fetched {
-            Ok(committed) => committed,
-            Err(error) => {
-                tracing::debug!(%error, "committed offsets not fetched; asking again");
-                if let Some(group) = self.group.as_mut()
-                    && !matches!(error, Error::Broker { code: 88 | 14, .. })
-                {
-                    group.coordinator = None;
-                }
-                tokio::time::sleep(self.config.retry_backoff).await;
-                return;
-            }
-        };
-        for tp in awaiting {
-            // Still assigned and still awaiting: a rebalance or seek meanwhile decided.
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            if !state.awaiting_committed {
-                continue;
-            }
-            state.awaiting_committed = false;
-            if let Some(offset) = committed.get(&tp) {
-                state.position = Some(*offset);
-                state.reset = None;
-                state.last_record_epoch = None;
-            }
-        }
     }
 
     /// Acts on a JoinGroup/SyncGroup error code: true to go on, false to repeat the round.

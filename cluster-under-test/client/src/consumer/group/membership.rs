@@ -91,6 +91,9 @@ pub enum RebalanceCause {
     /// This member led the group and a subscribed topic's partition count changed since its
     /// assignment (Java's "cached metadata has changed"): it rejoins so the group reassigns.
     MetadataChange,
+    /// KIP-848: the coordinator sent a new target assignment (another member joined or left,
+    /// or the metadata changed; the coordinator's log names which).
+    Assignment,
 }
 
 impl RebalanceCause {
@@ -104,6 +107,7 @@ impl RebalanceCause {
             RebalanceCause::CooperativeFollowUp => "cooperative-follow-up",
             RebalanceCause::Close => "close",
             RebalanceCause::MetadataChange => "metadata-change",
+            RebalanceCause::Assignment => "assignment",
         }
     }
 }

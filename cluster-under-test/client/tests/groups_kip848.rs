@@ -1,0 +1,260 @@
+//! KIP-848 consumer groups (`group.protocol=consumer`) of logjam-client against a real
+//! `logjam-node` process: members split the partitions with no partition owned twice at any
+//! moment seen (revoke before assign), a leaver's partitions move, a newcomer resumes from
+//! committed offsets, a member paused past the session timeout is fenced and rejoins at epoch
+//! 0, the poll clock makes a member leave and rejoin, a static member comes back without a
+//! rebalance, and a classic-only key is refused by name.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::NodeProcess;
+use common::members::{Member, all, setup, wait_for};
+use logjam_client::consumer::group::RebalanceCause;
+use logjam_client::{Consumer, TopicPartition};
+
+/// One broker, the internal topic at RF 1, and the KIP-848 clocks short: a 4 s session and
+/// 200 ms heartbeats (Kafka's bounds moved down to allow them).
+const NODE: &str = "offsets.topic.replication.factor=1\noffsets.topic.num.partitions=3\n\
+                    group.consumer.session.timeout.ms=4000\n\
+                    group.consumer.min.session.timeout.ms=1000\n\
+                    group.consumer.heartbeat.interval.ms=200\n\
+                    group.consumer.min.heartbeat.interval.ms=100";
+
+fn consumer(node: &NodeProcess, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let bootstrap = node.bootstrap();
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("group.id", group),
+        ("group.protocol", "consumer"),
+        ("auto.offset.reset", "earliest"),
+        ("auto.commit.interval.ms", "200"),
+    ];
+    props.extend_from_slice(extra);
+    Consumer::from_properties(props).unwrap()
+}
+
+/// Every pair of members' assignments seen at one moment are disjoint.
+fn assert_disjoint(members: &[&Member]) {
+    for (i, a) in members.iter().enumerate() {
+        for b in &members[i + 1..] {
+            let (x, y) = (a.assignment(), b.assignment());
+            assert!(x.is_disjoint(&y), "{x:?} and {y:?} overlap");
+        }
+    }
+}
+
+/// Two members split four partitions; the first keeps two of its four (the uniform assignor
+/// is sticky) and never owns a partition the second owns; when the second closes (epoch -1)
+/// the first gets all four back; a newcomer resumes from the committed offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_split_revoke_before_assign_and_a_newcomer_resumes_from_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "split", 4, 400).await;
+    let a = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("a owns everything", 30, || {
+        a.assignment() == all("split", 4)
+    })
+    .await;
+    let first = a.events();
+    assert_eq!(first[0].cause, RebalanceCause::Join, "{first:?}");
+    assert!(first[0].generation > 0, "a member epoch: {first:?}");
+    let b = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("a split", 30, || {
+        assert_disjoint(&[&a, &b]);
+        let (x, y) = (a.assignment(), b.assignment());
+        x.len() == 2 && y.len() == 2
+    })
+    .await;
+    // a gave up exactly the two partitions b took, by an event of the coordinator's own.
+    let revoked: BTreeSet<TopicPartition> = a
+        .events()
+        .iter()
+        .flat_map(|e| e.revoked.iter().cloned())
+        .collect();
+    assert_eq!(revoked, b.assignment(), "{:?}", a.events());
+    assert!(
+        a.events()
+            .iter()
+            .any(|e| e.cause == RebalanceCause::Assignment),
+        "{:?}",
+        a.events()
+    );
+    let (consumer_b, _) = b.stop().await;
+    consumer_b.close().await.unwrap();
+    wait_for("a owns everything again", 30, || {
+        a.assignment() == all("split", 4)
+    })
+    .await;
+    wait_for("a read everything", 30, || {
+        let seen = a.seen.lock().unwrap();
+        seen.records.iter().cloned().collect::<BTreeSet<_>>().len() >= 400
+    })
+    .await;
+    let events = a.events();
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0].generation <= w[1].generation),
+        "member epochs only grow: {events:?}"
+    );
+    let (mut consumer_a, _) = a.stop().await;
+    consumer_a.commit_sync().await.unwrap();
+    consumer_a.close().await.unwrap();
+    let c = Member::start(consumer(&node, "g-split", &[]), "split");
+    wait_for("c owns everything", 30, || {
+        c.assignment() == all("split", 4)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, seen) = c.stop().await;
+    assert!(
+        seen.records.is_empty(),
+        "re-read {} records",
+        seen.records.len()
+    );
+}
+
+/// The session clock: a member whose heartbeats stop for longer than the coordinator's
+/// session timeout (a GC pause) is removed, its partitions go to the other member, and when
+/// it wakes it is fenced, gives its partitions up as lost and rejoins at epoch 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_paused_past_its_session_is_fenced_and_rejoins() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "fence", 2, 10).await;
+    let steady = Member::start(consumer(&node, "g-fence", &[]), "fence");
+    let mut paused = consumer(&node, "g-fence", &[]);
+    paused.subscribe(["fence"]).unwrap();
+    // Join first, then pause (heartbeats and polls both stop, as in a paused process).
+    for _ in 0..50 {
+        paused.poll(Duration::from_millis(200)).await.unwrap();
+        if paused.assignment().len() == 1 && steady.assignment().len() == 1 {
+            break;
+        }
+    }
+    assert_eq!(paused.assignment().len(), 1, "joined and split");
+    let before = paused.take_rebalance_events();
+    paused.pause_heartbeats(Duration::from_secs(7));
+    wait_for("steady owns both", 30, || steady.assignment().len() == 2).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        paused.poll(Duration::from_millis(200)).await.unwrap();
+        events.extend(paused.take_rebalance_events());
+        if paused.assignment().len() == 1 && steady.assignment().len() == 1 {
+            break;
+        }
+    }
+    assert_eq!(
+        paused.assignment().len(),
+        1,
+        "back in the group: {events:?}"
+    );
+    let lost = events
+        .iter()
+        .position(|e| e.cause == RebalanceCause::MemberReset && !e.revoked.is_empty())
+        .unwrap_or_else(|| panic!("no lost partitions: {events:?}"));
+    let back = events
+        .iter()
+        .position(|e| !e.assigned.is_empty())
+        .unwrap_or_else(|| panic!("no new assignment: {events:?}"));
+    assert!(lost < back, "lost before taking again: {events:?}");
+    assert!(
+        events[back].generation > before.last().unwrap().generation,
+        "a new member epoch after the rejoin: {before:?} then {events:?}"
+    );
+    steady.stop().await;
+}
+
+/// The poll clock: a member that sleeps past `max.poll.interval.ms` between polls leaves
+/// (epoch -1), the other member takes everything, and at its next poll it rejoins; its
+/// event names `poll-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_interval_expiry_leaves_and_rejoins() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "slow", 2, 10).await;
+    let fast = Member::start(consumer(&node, "g-slow", &[]), "slow");
+    let slow = Member::start(
+        consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]),
+        "slow",
+    );
+    wait_for("split", 30, || {
+        fast.assignment().len() == 1 && slow.assignment().len() == 1
+    })
+    .await;
+    slow.pause_ms.store(3000, Ordering::SeqCst);
+    wait_for("fast owns both", 30, || fast.assignment().len() == 2).await;
+    wait_for("slow back", 30, || {
+        slow.assignment().len() == 1 && fast.assignment().len() == 1
+    })
+    .await;
+    let events = slow.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.cause == RebalanceCause::PollTimeout && !e.revoked.is_empty()),
+        "{events:?}"
+    );
+    fast.stop().await;
+    slow.stop().await;
+}
+
+/// A static member closed (epoch -2) and restarted within the session timeout gets its
+/// partition back with no change to the other member's assignment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_restarts_without_a_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), NODE);
+    setup(&node, "static", 2, 10).await;
+    let a = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "a")]),
+        "static",
+    );
+    let b = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "b")]),
+        "static",
+    );
+    wait_for("split", 30, || {
+        a.assignment().len() == 1 && b.assignment().len() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let owned_b = b.assignment();
+    let a_events_before = a.events().len();
+    let (consumer_b, _) = b.stop().await;
+    consumer_b.close().await.unwrap();
+    let b = Member::start(
+        consumer(&node, "g-static", &[("group.instance.id", "b")]),
+        "static",
+    );
+    wait_for("b back", 30, || b.assignment() == owned_b).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        a.events().len(),
+        a_events_before,
+        "a saw its assignment change: {:?}",
+        a.events()
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// The coordinator runs the session clock and the assignor under KIP-848: the client refuses
+/// the classic keys by name instead of ignoring them.
+#[test]
+fn classic_only_keys_are_refused_by_name() {
+    let error = Consumer::from_properties([
+        ("bootstrap.servers", "127.0.0.1:9"),
+        ("group.id", "g"),
+        ("group.protocol", "consumer"),
+        ("session.timeout.ms", "6000"),
+    ])
+    .unwrap_err();
+    assert!(error.to_string().contains("session.timeout.ms"), "{error}");
+}
