@@ -389,20 +389,26 @@ mod tests {
         let settings = split_settings(&[
             "session.timeout.ms=6000".into(),
             "heartbeat.interval.ms=1000".into(),
+            "group.protocol=consumer".into(),
+            "group.remote.assignor=range".into(),
             "acks=all".into(),
         ])
         .unwrap();
         assert!(settings.node.is_empty());
         let consumer = settings.consumer();
-        assert!(consumer.contains(&("session.timeout.ms".into(), "6000".into())));
-        assert!(consumer.contains(&("heartbeat.interval.ms".into(), "1000".into())));
+        for (key, value) in [
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "1000"),
+            ("group.protocol", "consumer"),
+            ("group.remote.assignor", "range"),
+        ] {
+            assert!(consumer.contains(&(key.into(), value.into())), "{key}");
+            assert!(
+                settings.producer().iter().all(|(k, _)| k != key),
+                "{key} is a consumer's"
+            );
+        }
         assert!(consumer.iter().all(|(k, _)| k != "acks"));
-        assert!(
-            settings
-                .producer()
-                .iter()
-                .all(|(k, _)| k != "session.timeout.ms" && k != "heartbeat.interval.ms")
-        );
         assert_eq!(settings.session_timeout(), Duration::from_secs(6));
         assert_eq!(
             split_settings(&[]).unwrap().session_timeout(),

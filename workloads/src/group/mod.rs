@@ -310,3 +310,42 @@ impl workload::Client for GroupClient {
         GroupClient::close(self).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// The defaults make a valid consumer under either protocol: KIP-848 members get only the
+    /// rebalance timeout (the client refuses the classic clocks by name), and a key the run
+    /// sets is never overridden.
+    #[test]
+    fn member_defaults_fit_the_protocol_and_yield_to_the_runs_settings() {
+        let classic = props(&[("session.timeout.ms", "9000")]);
+        let defaults: Vec<_> = member_defaults(&classic).collect();
+        assert_eq!(
+            defaults,
+            vec![
+                ("heartbeat.interval.ms", "200"),
+                ("max.poll.interval.ms", "3000")
+            ]
+        );
+        let kip848 = props(&[("group.protocol", "Consumer")]);
+        let defaults: Vec<_> = member_defaults(&kip848).collect();
+        assert_eq!(defaults, vec![("max.poll.interval.ms", "3000")]);
+        for consumer in [classic, kip848] {
+            let all = consumer
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .chain([("bootstrap.servers", "127.0.0.1:9"), ("group.id", "g")])
+                .chain(member_defaults(&consumer));
+            Consumer::from_properties(all).expect("a valid member");
+        }
+    }
+}
