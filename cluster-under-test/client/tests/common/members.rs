@@ -13,6 +13,7 @@ use logjam_client::{Admin, Consumer, NewTopic, Producer, ProducerRecord, TopicPa
 
 use super::NodeProcess;
 
+/// Creates `topic` with `partitions` partitions and writes `records` records round-robin.
 pub async fn setup(node: &NodeProcess, topic: &str, partitions: i32, records: usize) {
     let admin = Admin::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
     for (_, outcome) in admin
@@ -22,6 +23,11 @@ pub async fn setup(node: &NodeProcess, topic: &str, partitions: i32, records: us
     {
         outcome.unwrap();
     }
+    produce(node, topic, partitions, records).await;
+}
+
+/// Writes `records` more records to `topic` round-robin over its `partitions`.
+pub async fn produce(node: &NodeProcess, topic: &str, partitions: i32, records: usize) {
     let producer =
         Producer::from_properties([("bootstrap.servers", node.bootstrap().as_str())]).unwrap();
     let mut futures = Vec::new();

@@ -31,6 +31,12 @@ use crate::ids::{BrokerId, TopicPartition};
 /// consumer's poll, so a new target waits at most this long to be taken up.
 pub const RECONCILE_CHECK: Duration = Duration::from_millis(200);
 
+/// Tries of the commit before a revocation.
+const COMMIT_ATTEMPTS: u32 = 3;
+
+/// STALE_MEMBER_EPOCH: a commit under an epoch the member has since left behind.
+const STALE_MEMBER_EPOCH: i16 = 113;
+
 /// A KIP-848 member's shell state, beside the classic [`super::coordinator::GroupState`].
 #[derive(Debug)]
 pub struct Kip848 {
@@ -114,9 +120,13 @@ impl Consumer {
             };
             kip848.task = Some(tokio::spawn(beats.run()));
         }
-        let (state, target) = {
+        let (state, release, target) = {
             let core = kip848.core.lock().expect("kip848");
-            (core.state.clone(), core.target().cloned())
+            (
+                core.state.clone(),
+                core.must_release(),
+                core.target().cloned(),
+            )
         };
         if let State::Fatal(code) = state {
             return Err(Error::broker(
@@ -125,17 +135,22 @@ impl Consumer {
                 Some(group_id),
             ));
         }
-        if matches!(state, State::Fenced | State::Stale) {
-            let cause = if state == State::Stale {
-                RebalanceCause::PollTimeout
-            } else {
+        if release {
+            let cause = if state == State::Fenced {
                 RebalanceCause::MemberReset
+            } else {
+                RebalanceCause::PollTimeout
             };
-            // Lost, not revoked: no commit under an epoch the group no longer has.
-            group.member.revoke_all(cause.clone());
-            kip848.next_cause = Some(cause);
-            kip848.core.lock().expect("kip848").rejoin();
-            kip848.wake.notify_one();
+            // Lost, not revoked: no commit under an epoch the group no longer has. Given up
+            // as soon as the poll clock's leave is decided, before its answer: the group may
+            // hand the partitions on meanwhile.
+            if !group.member.owned.is_empty() {
+                group.member.revoke_all(cause.clone());
+                kip848.next_cause = Some(cause);
+            }
+            if kip848.core.lock().expect("kip848").release() {
+                kip848.wake.notify_one();
+            }
             group.sync_identity();
             group.publish();
             self.assign(Vec::new());
@@ -165,26 +180,43 @@ impl Consumer {
             return Ok(());
         };
         let group = self.group.as_mut().ok_or(Error::Closed)?;
-        group.sync_identity();
+        let Some(epoch) = group
+            .kip848
+            .as_ref()
+            .map(|k| k.core.lock().expect("kip848").member_epoch)
+        else {
+            return Ok(());
+        };
+        if next == group.member.owned {
+            // Nothing moves (the target came back to what is owned): acknowledge only.
+            if let Some(kip848) = group.kip848.as_mut() {
+                kip848.core.lock().expect("kip848").reconciled(target);
+                kip848.wake.notify_one();
+            }
+            return Ok(());
+        }
         let revoked: Vec<TopicPartition> = group.member.owned.difference(&next).cloned().collect();
         if group.config.enable_auto_commit && !revoked.is_empty() {
-            let offsets = self.positions(Some(&revoked));
-            if let Err(error) = self.commit_offsets(&offsets).await {
-                tracing::debug!(%error, "commit before revocation failed");
-            }
+            self.commit_before_revocation(&revoked).await;
         }
         let group = self.group.as_mut().ok_or(Error::Closed)?;
         let Some(kip848) = group.kip848.as_mut() else {
             return Ok(());
         };
+        let member_id = {
+            let core = kip848.core.lock().expect("kip848");
+            // Fenced, left, or sent another target while the commit was out: this one is
+            // no longer wanted (Java's `maybeAbortReconciliation`); the next poll decides.
+            if !core.still_reconciling(epoch, &target) {
+                tracing::debug!(epoch, "reconciliation abandoned: the member moved on");
+                return Ok(());
+            }
+            core.member_id.clone()
+        };
         let cause = kip848
             .next_cause
             .take()
             .unwrap_or(RebalanceCause::Assignment);
-        let (epoch, member_id) = {
-            let core = kip848.core.lock().expect("kip848");
-            (core.member_epoch, core.member_id.clone())
-        };
         let assignment: Vec<TopicPartition> = next.iter().cloned().collect();
         let (added, _) = group
             .member
@@ -200,6 +232,33 @@ impl Consumer {
             }
         }
         Ok(())
+    }
+
+    /// Auto-commit's commit of the partitions about to be revoked, at the member's current
+    /// epoch, retried (epoch read again each time) while the coordinator moves or loads or the
+    /// epoch was stale; after the last try the revocation goes on uncommitted, as Java's does.
+    async fn commit_before_revocation(&mut self, revoked: &[TopicPartition]) {
+        let offsets = self.positions(Some(revoked));
+        for attempt in 1..=COMMIT_ATTEMPTS {
+            match self.commit_offsets(&offsets).await {
+                Ok(()) => return,
+                Err(error) => {
+                    let retriable = error.is_retriable()
+                        || matches!(
+                            error,
+                            Error::Broker {
+                                code: STALE_MEMBER_EPOCH,
+                                ..
+                            }
+                        );
+                    tracing::debug!(%error, attempt, "commit before revocation failed");
+                    if !retriable {
+                        return;
+                    }
+                    tokio::time::sleep(self.config.retry_backoff).await;
+                }
+            }
+        }
     }
 
     /// The partitions of `target` by name; `None` while a topic id is not in the metadata

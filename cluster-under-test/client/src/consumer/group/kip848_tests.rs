@@ -62,7 +62,7 @@ fn a_join_carries_every_field_and_later_beats_only_what_changed() {
     assert_eq!(m.state, State::Member);
     assert_eq!(m.heartbeat_interval, Duration::from_secs(5));
     assert_eq!(m.target(), Some(&assignment(&[(7, &[0, 1])])));
-    // Nothing changed yet: a bare heartbeat.
+    // Nothing changed yet: a bare heartbeat (the instance id always goes, as Java's).
     let beat = m.request().unwrap();
     assert_eq!(
         (
@@ -70,9 +70,9 @@ fn a_join_carries_every_field_and_later_beats_only_what_changed() {
             beat.rebalance_timeout_ms,
             beat.subscribed_topic_names,
             beat.owned,
-            beat.instance_id
+            beat.instance_id.as_deref()
         ),
-        (1, -1, None, None, None)
+        (1, -1, None, None, Some("i"))
     );
     assert!(!m.urgent());
     // The consumer took the partitions: the acknowledgement is owed at once, once.
@@ -130,13 +130,14 @@ fn fenced_members_release_then_rejoin_at_epoch_zero() {
         assert!(m.must_release());
         assert_eq!(m.request(), None, "a fenced member sends nothing");
         assert!(!m.urgent());
-        m.rejoin();
+        assert!(m.release(), "fenced: rejoins at once");
         let join = m.request().unwrap();
         assert_eq!((join.member_epoch, join.member_id.as_str()), (0, "m1"));
         assert_eq!(join.owned, Some(TopicIdAssignment::new()));
     }
-    // Under v0 the coordinator names members: a join goes out without an id and the member
-    // takes the one it is answered with; from v1 on the client's own id goes out.
+    // Under v0 the coordinator names members: the first join goes out without an id and the
+    // member keeps the one it is answered with, rejoins included; from v1 on the client's own
+    // id goes out.
     let mut m = member(None);
     let join = m.request().unwrap();
     assert_eq!((join.wire_member_id(0), join.wire_member_id(1)), ("", "m1"));
@@ -146,9 +147,9 @@ fn fenced_members_release_then_rejoin_at_epoch_zero() {
     });
     assert_eq!(m.member_id, "given");
     assert_eq!(m.request().unwrap().wire_member_id(0), "given");
-    m.on_answer(&error(codes::UNKNOWN_MEMBER_ID));
-    m.rejoin();
-    assert_eq!(m.request().unwrap().wire_member_id(0), "");
+    m.on_answer(&error(codes::FENCED_MEMBER_EPOCH));
+    m.release();
+    assert_eq!(m.request().unwrap().wire_member_id(0), "given");
 }
 
 #[test]
@@ -161,7 +162,11 @@ fn the_poll_clock_leaves_and_the_member_turns_stale() {
         assert!(m.urgent());
         let leave = m.request().unwrap();
         assert_eq!(leave.member_epoch, epoch);
-        assert!(!m.must_release(), "not before the leave is answered");
+        // The group may hand the partitions on before the leave is answered: they are given
+        // up at once, but the member rejoins only once the leave is done.
+        assert!(m.must_release());
+        assert!(!m.release());
+        assert!(matches!(m.state, State::Leaving { stale: true }));
         // The coordinator moved meanwhile: still leaving.
         assert_eq!(
             m.on_answer(&error(codes::NOT_COORDINATOR)),
@@ -172,7 +177,7 @@ fn the_poll_clock_leaves_and_the_member_turns_stale() {
         assert_eq!(m.state, State::Stale);
         assert!(m.must_release());
         assert_eq!(m.request(), None);
-        m.rejoin();
+        assert!(m.release());
         assert_eq!(m.request().unwrap().member_epoch, 0);
     }
     // A leave that gets no answer still ends the membership: the session clock removes it.
@@ -188,7 +193,12 @@ fn the_poll_clock_leaves_and_the_member_turns_stale() {
 #[test]
 fn close_leaves_once_and_late_answers_change_nothing() {
     let mut m = member(None);
-    assert!(!m.clone().close(), "never joined: nothing to leave");
+    assert!(!m.clone().close(), "no join sent: nothing to leave");
+    m.request();
+    assert!(
+        m.clone().close(),
+        "a join went out: its answer may have made a member"
+    );
     m.request();
     m.on_answer(&ok(2, None));
     assert!(m.close());
@@ -216,16 +226,38 @@ fn errors_no_retry_fixes_are_fatal() {
 }
 
 #[test]
-fn an_assignment_equal_to_what_is_owned_is_no_target() {
+fn every_target_is_kept_and_only_its_own_reconciliation_clears_it() {
+    let owned = assignment(&[(1, &[0])]);
+    let more = assignment(&[(1, &[0, 1])]);
     let mut m = member(None);
     m.request();
-    m.on_answer(&ok(1, Some(assignment(&[(1, &[0])]))));
-    m.reconciled(assignment(&[(1, &[0])]));
-    m.on_answer(&ok(2, Some(assignment(&[(1, &[0])]))));
+    m.on_answer(&ok(1, Some(owned.clone())));
+    m.reconciled(owned.clone());
+    m.request();
+    // The coordinator repeats what is owned: a target, reconciled as a no-op.
+    m.on_answer(&ok(2, Some(owned.clone())));
+    assert_eq!(m.target(), Some(&owned));
+    m.reconciled(owned.clone());
     assert_eq!(m.target(), None);
-    // A newer target replaces one not yet reconciled.
-    m.on_answer(&ok(3, Some(assignment(&[(1, &[0, 1])]))));
-    m.on_answer(&ok(4, Some(assignment(&[(1, &[1])]))));
-    assert_eq!(m.target(), Some(&assignment(&[(1, &[1])])));
-    assert_eq!(m.member_epoch, 4);
+    assert!(!m.urgent(), "nothing new to acknowledge");
+    // A reconciliation of `more` is under way when the coordinator takes it back to `owned`:
+    // finishing the first must not clear the second (it would never be acknowledged).
+    m.on_answer(&ok(3, Some(more.clone())));
+    assert!(m.still_reconciling(3, &more));
+    m.on_answer(&ok(3, Some(owned.clone())));
+    assert!(
+        !m.still_reconciling(3, &more),
+        "abandoned: another target came"
+    );
+    m.reconciled(more.clone());
+    assert_eq!(m.target(), Some(&owned));
+    assert_eq!(m.request().unwrap().owned, Some(more.clone()));
+    m.reconciled(owned.clone());
+    assert_eq!(m.target(), None);
+    assert_eq!(m.request().unwrap().owned, Some(owned.clone()));
+    // A fence while reconciling abandons it too.
+    m.on_answer(&ok(4, Some(more.clone())));
+    m.on_answer(&error(codes::FENCED_MEMBER_EPOCH));
+    assert!(!m.still_reconciling(4, &more));
+    assert_eq!(m.target(), None);
 }
