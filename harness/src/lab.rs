@@ -16,6 +16,9 @@
 
 pub mod net;
 mod netlink;
+mod nft;
+
+pub use nft::ClientCut;
 pub mod sandbox;
 
 use std::collections::BTreeSet;
@@ -534,6 +537,29 @@ impl Lab {
             .as_mut()
             .context("partitions need --network namespaces")?
             .set_cuts(cuts)
+    }
+
+    /// Replaces the cuts of the harness's own traffic to nodes (node index → what is
+    /// dropped); `heal` removes them with every other cut.
+    ///
+    /// # Errors
+    /// No network namespaces, or the kernel refused the rules (the old ones stay).
+    pub fn set_client_cuts(
+        &mut self,
+        cuts: std::collections::BTreeMap<usize, ClientCut>,
+    ) -> anyhow::Result<()> {
+        self.network
+            .as_mut()
+            .context("client cuts need --network namespaces")?
+            .set_client_cuts(cuts)
+    }
+
+    /// The client cuts in force.
+    pub fn client_cuts(&self) -> std::collections::BTreeMap<usize, ClientCut> {
+        self.network
+            .as_ref()
+            .map(|n| n.client_cuts().clone())
+            .unwrap_or_default()
     }
 
     /// Whether the nodes sit in network namespaces, so links between them can be cut.

@@ -27,6 +27,9 @@ pub enum PartitionKind {
     OneWay,
     /// Groups a script names (`cut A/B`); never drawn at random.
     Groups,
+    /// The harness's own traffic to nodes a script names (`cut-clients`); never drawn at
+    /// random.
+    Clients,
 }
 
 /// A fault the nemesis can inject; each has an undo.
@@ -83,6 +86,7 @@ impl fmt::Display for Fault {
             Fault::Stop => f.write_str("stop"),
             Fault::Pause => f.write_str("pause"),
             Fault::Partition(PartitionKind::Groups) => f.write_str("partition"),
+            Fault::Partition(PartitionKind::Clients) => f.write_str("partition-clients"),
             Fault::Partition(kind) => {
                 let name = PARTITION_KINDS
                     .iter()
@@ -268,7 +272,7 @@ pub fn partition(
             }
             (cuts, groups)
         }
-        PartitionKind::Groups => (BTreeSet::new(), Vec::new()),
+        PartitionKind::Groups | PartitionKind::Clients => (BTreeSet::new(), Vec::new()),
         PartitionKind::OneWay => {
             let deaf = shuffled[0];
             let cuts = rest(deaf).into_iter().map(|from| (from, deaf)).collect();

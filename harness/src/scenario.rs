@@ -36,7 +36,8 @@
 //! were taken over and then refused, none committed), `zombies-committed:<n>` (at least n
 //! were taken over and committed anyway), `resumed-commits:<n>` (at least n commits a dead
 //! transaction coordinator had prepared were completed by the next one, as the nodes
-//! logged); with a member pool,
+//! logged), `stale-produce-refused:<n>` (at least n transactional produces of a finished
+//! transaction were refused by their leader, as the nodes logged); with a member pool,
 //! `cause:<cause>` (its coordinator started a rebalance with that cause after the group settled,
 //! or for `coordinator-moved` a new coordinator loaded the group), `no-rebalance` (none after
 //! the group settled), `rebalances:<n>` (at least n after it settled), and `offsets-survive` (members that took partitions over after a node
@@ -178,6 +179,10 @@ const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/rebalance-other-node-killed.scn"),
     ),
     (
+        "delayed-produce-tv2",
+        include_str!("../scenarios/delayed-produce-tv2.scn"),
+    ),
+    (
         "rebalance-session-timeout-kip848",
         include_str!("../scenarios/rebalance-session-timeout-kip848.scn"),
     ),
@@ -254,6 +259,9 @@ pub enum Expectation {
     /// At least this many commits that a dead transaction coordinator had prepared were
     /// completed by the next coordinator (`resumed-commits:1`), as the nodes logged.
     ResumedCommits(u64),
+    /// At least this many transactional produces of a finished transaction were refused by
+    /// their partition's leader (`stale-produce-refused:1`), as the nodes logged.
+    StaleProduceRefused(u64),
 }
 
 impl Expectation {
@@ -275,6 +283,9 @@ impl Expectation {
         }
         if let Some(count) = word.strip_prefix("zombies-fenced:") {
             return count.parse().ok().map(Expectation::ZombiesFenced);
+        }
+        if let Some(count) = word.strip_prefix("stale-produce-refused:") {
+            return count.parse().ok().map(Expectation::StaleProduceRefused);
         }
         if let Some(count) = word.strip_prefix("resumed-commits:") {
             return count.parse().ok().map(Expectation::ResumedCommits);
@@ -307,6 +318,9 @@ impl Expectation {
             Expectation::ZombiesFenced(count) => return format!("zombies-fenced:{count}"),
             Expectation::ZombiesCommitted(count) => return format!("zombies-committed:{count}"),
             Expectation::ResumedCommits(count) => return format!("resumed-commits:{count}"),
+            Expectation::StaleProduceRefused(count) => {
+                return format!("stale-produce-refused:{count}");
+            }
             Expectation::NoRebalance => "no-rebalance",
             Expectation::OffsetsSurvive => "offsets-survive",
             Expectation::Lost => "lost",
@@ -587,6 +601,10 @@ mod tests {
             ("zombies-fenced:1", Expectation::ZombiesFenced(1)),
             ("zombies-committed:2", Expectation::ZombiesCommitted(2)),
             ("resumed-commits:1", Expectation::ResumedCommits(1)),
+            (
+                "stale-produce-refused:2",
+                Expectation::StaleProduceRefused(2),
+            ),
         ] {
             let parsed = Expectation::parse(word).unwrap();
             assert_eq!(parsed, expected);

@@ -15,7 +15,10 @@
 //!
 //! An action is a fault (`kill`, `stop`, `pause`, `partition-<kind>`, `power-loss`,
 //! `corrupt`, `disk-full`), a cut between two groups (`cut A/B`, e.g.
-//! `cut leader:0/followers:0`), or an undo (`restart`, `start`, `resume`, `heal`,
+//! `cut leader:0/followers:0`), a cut of the harness's own traffic to nodes (`cut-clients
+//! leader:0`: every frame dropped, so requests on open connections wait in TCP's
+//! retransmissions; `cut-clients-new leader:0`: only new connections, so a request a closed
+//! connection still owes arrives late while the client cannot reconnect), or an undo (`restart`, `start`, `resume`, `heal`,
 //! `disk-free`), which undoes every fault in force that it is the undo of. Targets (faults
 //! only; default `one`): `all`, `majority`, `minority`, `one` (chosen with the run's seed),
 //! `leader` (the leader of a random partition of the workload's topic), `leader:k` (the
@@ -99,6 +102,9 @@ pub enum Action {
     /// Cut every node of one group off from every node of the other (both ways); undone by
     /// `heal`.
     Cut(Targets, Targets),
+    /// Drop the harness's own frames to these nodes: all of them, or (`true`) only new
+    /// connections; replaces an earlier client cut of the same nodes; undone by `heal`.
+    CutClients(Targets, bool),
     /// Undo every fault in force whose undo has this name.
     Undo(&'static str),
     /// A fault on members of the member pool.
@@ -224,6 +230,18 @@ fn parse_line(content: &str, nodes: usize) -> anyhow::Result<(Duration, Action)>
             .filter(|n| *n >= 1)
             .with_context(|| format!("`{count}`: expected a number of partitions to add"))?;
         return Ok((at, Action::AddPartitions(count)));
+    }
+    if let Some(new_only) = match action {
+        "cut-clients" => Some(false),
+        "cut-clients-new" => Some(true),
+        _ => None,
+    } {
+        let targets =
+            targets.with_context(|| format!("`{action}` needs nodes, such as leader:0"))?;
+        return Ok((
+            at,
+            Action::CutClients(parse_targets(targets, nodes)?, new_only),
+        ));
     }
     if action == "cut" {
         let groups = targets.context("`cut` needs two groups, such as leader:0/followers:0")?;

@@ -3,7 +3,9 @@
 //! deliberately aborted transactions in the history, and the `skip-abort-marker` canary
 //! (aborted transactions left open, so under TV1 the next commit exposes them) is caught as
 //! `aborted-read`, or as `hanging-transaction` where no commit came back for them. Every run's report carries the read-committed checker's figures: polls
-//! whose fetch ranges (LSO, leader epoch) it checked.
+//! whose fetch ranges (LSO, leader epoch) it checked. The `delayed-produce-tv2` scenario cuts
+//! the harness's own traffic to a leader so Produces of aborted transactions arrive late, and
+//! shows transactions V2 refusing them.
 
 mod support;
 
@@ -139,4 +141,55 @@ fn the_skip_abort_marker_canary_is_caught_as_aborted_read_or_a_hanging_transacti
         stalls.as_array().is_some_and(|s| !s.is_empty()),
         "the open transactions' holds on the LSO are listed: {stalls}"
     );
+}
+
+/// KAFKA-17754's class in the lab: the harness's frames to partition 0's leader are cut, so
+/// sends wait in TCP and their transactions are aborted; at the heal the late Produces arrive
+/// and, under transactions V2, every one is refused (INVALID_PRODUCER_EPOCH, logged by the
+/// leader) and the run stays valid. Without the client cut nothing would be late, and without
+/// the epoch bump the leader would append them: either way no refusal would be counted.
+#[test]
+fn a_late_produce_of_an_aborted_transaction_is_refused_under_transactions_v2() {
+    let (output, results) = support::run_scenario("delayed-produce-tv2", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run = std::fs::read_link(results.path().join("latest"))
+        .map(|target| results.path().join(target))
+        .expect("results/latest points at the run");
+    let judged: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("scenario.json")).expect("scenario.json"),
+    )
+    .expect("scenario.json parses");
+    let refused = judged["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|check| check["expect"] == "stale-produce-refused:1")
+        .expect("the refusal was judged");
+    assert_eq!(refused["holds"], true, "{judged}");
+    // The cut was in the history, and sends did time out behind it.
+    let reader = HistoryReader::open(run.join("history.jsonl")).expect("history opens");
+    let (mut cuts, mut timed_out) = (0, 0);
+    for op in reader {
+        let op = op.expect("well formed");
+        if op.f == Function::from_name("partition-clients") {
+            cuts += 1;
+        }
+        if op.f == Function::Txn
+            && op.op_type == OpType::Fail
+            && op
+                .error
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains("timed out"))
+        {
+            timed_out += 1;
+        }
+    }
+    assert_eq!(cuts, 2, "cut-clients and cut-clients-new");
+    assert!(timed_out > 0, "no send timed out behind the cut");
 }

@@ -13,13 +13,13 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DescribeQuorumRequest,
-    FindCoordinatorRequest, TopicName,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DescribeQuorumRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::{Cluster, ClusterSettings};
 use crate::config::AdminConfig;
+use crate::consumer::group::discovery::ask_group_coordinator;
 use crate::error::{Error, Result};
 use crate::ids::{BrokerId, LeaderEpoch, Offset};
 use crate::metadata::TopicMetadata;
@@ -319,24 +319,8 @@ impl Admin {
     pub async fn group_coordinator(&self, group: &str) -> Result<BrokerId> {
         self.with_retries("FindCoordinator", || async {
             let connection = self.cluster.any_connection().await?;
-            let key = StrBytes::from_string(group.to_owned());
-            let version = connection.version(ApiKey::FindCoordinator).unwrap_or(0);
-            let request = if version >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-            } else {
-                FindCoordinatorRequest::default().with_key(key)
-            };
-            let response = connection
-                .send(
-                    ApiKey::FindCoordinator,
-                    &request,
-                    self.config.request_timeout,
-                )
-                .await?;
-            let (code, node) = match response.coordinators.first() {
-                Some(c) if version >= 4 => (c.error_code, c.node_id.0),
-                _ => (response.error_code, response.node_id.0),
-            };
+            let (code, node) =
+                ask_group_coordinator(&connection, group, self.config.request_timeout).await?;
             if code != 0 {
                 return Err(Error::broker(
                     "FindCoordinator",
@@ -344,7 +328,7 @@ impl Admin {
                     Some(group.to_owned()),
                 ));
             }
-            Ok(BrokerId(node))
+            Ok(node)
         })
         .await
     }

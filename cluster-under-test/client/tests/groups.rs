@@ -7,13 +7,14 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::NodeProcess;
-use common::members::{Member, all, setup, wait_for};
-use logjam_client::consumer::group::RebalanceCause;
+use common::members::{
+    Member, a_newcomer_reads_nothing_old, all, setup, static_member_restart,
+    the_poll_clock_leaves_and_rejoins, wait_for,
+};
 use logjam_client::{Consumer, ConsumerGroupMetadata, Offset, Producer, TopicPartition};
 
 const NODE: &str = "group.initial.rebalance.delay.ms=0\noffsets.topic.replication.factor=1\n\
@@ -82,18 +83,7 @@ async fn members_split_a_leaver_moves_and_a_newcomer_resumes_from_commits() {
     consumer_a.commit_sync().await.unwrap();
     consumer_a.close().await.unwrap();
     // The newcomer starts at the committed offsets: it reads nothing old.
-    let c = Member::start(consumer(&node, "g-split", &[]), "split");
-    wait_for("c owns everything", 30, || {
-        c.assignment() == all("split", 4)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (_, seen) = c.stop().await;
-    assert!(
-        seen.records.is_empty(),
-        "re-read {} records",
-        seen.records.len()
-    );
+    a_newcomer_reads_nothing_old(consumer(&node, "g-split", &[]), "split", 4).await;
 }
 
 /// The poll clock: a member that sleeps past `max.poll.interval.ms` between polls leaves the
@@ -104,33 +94,13 @@ async fn poll_interval_expiry_leaves_and_rejoins() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), NODE);
     setup(&node, "slow", 2, 10).await;
-    let fast = Member::start(consumer(&node, "g-slow", &[]), "slow");
-    let mut slow_consumer = consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]);
-    slow_consumer.subscribe(["slow"]).unwrap();
+    let mut slow = consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]);
+    slow.subscribe(["slow"]).unwrap();
     let heard = Arc::new(Mutex::new(Vec::new()));
     let listener_log = heard.clone();
-    slow_consumer
-        .set_rebalance_listener(move |event| listener_log.lock().unwrap().push(event.clone()));
-    let slow = Member::start(slow_consumer, "slow");
-    wait_for("split", 30, || {
-        fast.assignment().len() == 1 && slow.assignment().len() == 1
-    })
-    .await;
-    slow.pause_ms.store(4000, Ordering::SeqCst);
-    wait_for("fast owns both", 30, || fast.assignment().len() == 2).await;
-    wait_for("slow back", 30, || {
-        slow.assignment().len() == 1 && fast.assignment().len() == 1
-    })
-    .await;
-    let events = slow.events();
-    assert!(
-        events
-            .iter()
-            .any(|e| e.cause == RebalanceCause::PollTimeout && !e.revoked.is_empty()),
-        "{events:?}"
-    );
-    fast.stop().await;
-    let (_, seen) = slow.stop().await;
+    slow.set_rebalance_listener(move |event| listener_log.lock().unwrap().push(event.clone()));
+    let fast = consumer(&node, "g-slow", &[]);
+    let seen = the_poll_clock_leaves_and_rejoins(fast, slow, "slow", 4000).await;
     // The listener heard every change the drained queue holds, in the same order.
     assert_eq!(*heard.lock().unwrap(), seen.events);
 }
@@ -143,39 +113,9 @@ async fn a_static_member_restarts_without_a_rebalance() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), NODE);
     setup(&node, "static", 2, 10).await;
-    let a = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "a")]),
-        "static",
-    );
-    let b = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "b")]),
-        "static",
-    );
-    wait_for("split", 30, || {
-        a.assignment().len() == 1 && b.assignment().len() == 1
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let owned_b = b.assignment();
-    let a_events_before = a.events().len();
-    let (consumer_b, seen_b) = b.stop().await;
-    let generation = seen_b.events.last().unwrap().generation;
-    consumer_b.close().await.unwrap();
-    let b = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "b")]),
-        "static",
-    );
-    wait_for("b back", 30, || b.assignment() == owned_b).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        a.events().len(),
-        a_events_before,
-        "a rebalanced: {:?}",
-        a.events()
-    );
-    assert_eq!(b.events().last().unwrap().generation, generation);
-    a.stop().await;
-    b.stop().await;
+    let member = |id| consumer(&node, "g-static", &[("group.instance.id", id)]);
+    let (before, after) = static_member_restart(member, "static").await;
+    assert_eq!(after, before, "the same generation");
 }
 
 /// cooperative-sticky: when a second member joins, the first never loses the partitions that

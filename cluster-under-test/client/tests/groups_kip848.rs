@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::NodeProcess;
-use common::members::{Member, Seen, all, setup, wait_for};
+use common::members::{
+    Member, Seen, a_newcomer_reads_nothing_old, all, setup, static_member_restart,
+    the_poll_clock_leaves_and_rejoins, wait_for,
+};
 use logjam_client::consumer::group::RebalanceCause;
 use logjam_client::{Consumer, Producer, ProducerRecord, TopicPartition};
 
@@ -158,18 +161,7 @@ async fn members_split_revoke_before_assign_and_a_newcomer_resumes_from_commits(
     assert_read_once(&[&seen_a, &seen_b]);
     consumer_a.commit_sync().await.unwrap();
     consumer_a.close().await.unwrap();
-    let c = Member::start(consumer(&node, "g-split", &[]), "split");
-    wait_for("c owns everything", 30, || {
-        c.assignment() == all("split", 4)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (_, seen) = c.stop().await;
-    assert!(
-        seen.records.is_empty(),
-        "re-read {} records",
-        seen.records.len()
-    );
+    a_newcomer_reads_nothing_old(consumer(&node, "g-split", &[]), "split", 4).await;
 }
 
 /// The session clock: a member whose heartbeats stop for longer than the coordinator's
@@ -232,30 +224,9 @@ async fn poll_interval_expiry_leaves_and_rejoins() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), NODE);
     setup(&node, "slow", 2, 10).await;
-    let fast = Member::start(consumer(&node, "g-slow", &[]), "slow");
-    let slow = Member::start(
-        consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]),
-        "slow",
-    );
-    wait_for("split", 30, || {
-        fast.assignment().len() == 1 && slow.assignment().len() == 1
-    })
-    .await;
-    slow.pause_ms.store(3000, Ordering::SeqCst);
-    wait_for("fast owns both", 30, || fast.assignment().len() == 2).await;
-    wait_for("slow back", 30, || {
-        slow.assignment().len() == 1 && fast.assignment().len() == 1
-    })
-    .await;
-    let events = slow.events();
-    assert!(
-        events
-            .iter()
-            .any(|e| e.cause == RebalanceCause::PollTimeout && !e.revoked.is_empty()),
-        "{events:?}"
-    );
-    fast.stop().await;
-    slow.stop().await;
+    let fast = consumer(&node, "g-slow", &[]);
+    let slow = consumer(&node, "g-slow", &[("max.poll.interval.ms", "1500")]);
+    the_poll_clock_leaves_and_rejoins(fast, slow, "slow", 3000).await;
 }
 
 /// A static member closed (epoch -2) and restarted within the session timeout gets its
@@ -265,37 +236,10 @@ async fn a_static_member_restarts_without_a_rebalance() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(dir.path(), NODE);
     setup(&node, "static", 2, 10).await;
-    let a = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "a")]),
-        "static",
-    );
-    let b = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "b")]),
-        "static",
-    );
-    wait_for("split", 30, || {
-        a.assignment().len() == 1 && b.assignment().len() == 1
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let owned_b = b.assignment();
-    let a_events_before = a.events().len();
-    let (consumer_b, _) = b.stop().await;
-    consumer_b.close().await.unwrap();
-    let b = Member::start(
-        consumer(&node, "g-static", &[("group.instance.id", "b")]),
-        "static",
-    );
-    wait_for("b back", 30, || b.assignment() == owned_b).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        a.events().len(),
-        a_events_before,
-        "a saw its assignment change: {:?}",
-        a.events()
-    );
-    a.stop().await;
-    b.stop().await;
+    let member = |id| consumer(&node, "g-static", &[("group.instance.id", id)]);
+    let (before, after) = static_member_restart(member, "static").await;
+    // The coordinator gives the returning instance the epoch it had.
+    assert!(after >= before, "{before} then {after}");
 }
 
 /// The coordinator runs the session clock and the assignor under KIP-848: the client refuses

@@ -16,10 +16,13 @@
 //! chain dropping frames that enter at `from`'s port and leave at `to`'s port. A symmetric cut
 //! is two rules; a one-way cut is one (as with Jepsen, a one-way cut breaks TCP both ways,
 //! while UDP and half-open connections see the difference). Traffic between the harness and a
-//! node is never cut: it is delivered locally by the bridge, not forwarded. Every change
-//! replaces the whole table in one atomic nf_tables batch.
+//! node is delivered locally by the bridge, not forwarded, so those cuts never touch it; a
+//! client cut ([`ClientCut`]) drops the harness's own frames to a node in the bridge's output
+//! chain instead: all of them, or only new connections (a SYN without ACK), so a request a
+//! closed connection still owes is delivered late while the client cannot reconnect. Every
+//! change replaces the whole table (`nft.rs` builds it) in one atomic nf_tables batch.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -27,15 +30,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use anyhow::Context;
 use nix::sched::{CloneFlags, setns, unshare};
 
-use super::netlink::{F_APPEND, F_CREATE, F_EXCL, Message, Socket};
+use super::netlink::{F_CREATE, F_EXCL, Message, Socket};
+use super::nft::{self, ClientCut};
 
 /// The lab's subnet, /24.
 const SUBNET: [u8; 3] = [10, 77, 0];
 /// The harness's own address on the bridge.
 const HARNESS_HOST: u8 = 254;
 const BRIDGE: &str = "lj0";
-const TABLE: &str = "logjam";
-const CHAIN: &str = "partition";
 
 // rtnetlink
 const RTM_NEWLINK: u16 = 16;
@@ -52,31 +54,13 @@ const IFA_LOCAL: u16 = 2;
 const IFF_UP: u32 = 1;
 const AF_INET: u8 = 2;
 
-// nf_tables
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
-const NFNL_MSG_BATCH_BEGIN: u16 = 16;
-const NFNL_MSG_BATCH_END: u16 = 17;
-const NFT_MSG_NEWTABLE: u16 = 0;
-const NFT_MSG_DELTABLE: u16 = 2;
-const NFT_MSG_NEWCHAIN: u16 = 3;
-const NFT_MSG_NEWRULE: u16 = 6;
-const NFPROTO_BRIDGE: u8 = 7;
-const NF_BR_FORWARD: u32 = 2;
-const NF_DROP: u32 = 0;
-const NF_ACCEPT: u32 = 1;
-const NFT_META_IIFNAME: u32 = 6;
-const NFT_META_OIFNAME: u32 = 7;
-const NFT_REG_VERDICT: u32 = 0;
-const NFT_REG_1: u32 = 1;
-const NFT_CMP_EQ: u32 = 0;
-const IFNAMSIZ: usize = 16;
-
 /// The lab network of one run.
 #[derive(Debug)]
 pub struct Network {
     nodes: Vec<NodeNet>,
     filter: Socket,
     cuts: BTreeSet<(usize, usize)>,
+    client_cuts: BTreeMap<usize, ClientCut>,
 }
 
 #[derive(Debug)]
@@ -179,6 +163,7 @@ impl Network {
             nodes: Vec::new(),
             filter: Socket::netfilter()?,
             cuts: BTreeSet::new(),
+            client_cuts: BTreeMap::new(),
         };
         for index in 0..nodes {
             let id = u8::try_from(index + 1).context("at most 253 nodes")?;
@@ -249,37 +234,50 @@ impl Network {
         Ok(())
     }
 
-    /// Removes every cut.
+    /// Removes every cut, the harness's own traffic included.
     ///
     /// # Errors
     /// The kernel refuses to replace the table.
     pub fn heal(&mut self) -> anyhow::Result<()> {
-        self.set_cuts(BTreeSet::new())
+        let old = std::mem::take(&mut self.client_cuts);
+        if let Err(error) = self.set_cuts(BTreeSet::new()) {
+            self.client_cuts = old;
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// The client cuts in force.
+    pub fn client_cuts(&self) -> &BTreeMap<usize, ClientCut> {
+        &self.client_cuts
+    }
+
+    /// Replaces the cuts of the harness's own traffic to nodes with `cuts` (node index →
+    /// what is dropped), atomically.
+    ///
+    /// # Errors
+    /// The kernel refuses the new rules; the old ones stay.
+    pub fn set_client_cuts(&mut self, cuts: BTreeMap<usize, ClientCut>) -> anyhow::Result<()> {
+        let old = std::mem::replace(&mut self.client_cuts, cuts);
+        if let Err(error) = self.apply() {
+            self.client_cuts = old;
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// Replaces the table with one holding the current cuts: add (so the delete cannot fail),
     /// delete, and build again, in one batch the kernel applies atomically.
     fn apply(&mut self) -> anyhow::Result<()> {
-        let mut batch = vec![
-            nft(NFNL_MSG_BATCH_BEGIN, 0, "begin an nftables batch").without_ack(),
-            nft_table(NFT_MSG_NEWTABLE, F_CREATE, "create the partition table"),
-            nft_table(NFT_MSG_DELTABLE, 0, "clear the partition table"),
-            nft_table(NFT_MSG_NEWTABLE, F_CREATE, "create the partition table"),
-            nft_object(NFT_MSG_NEWCHAIN, F_CREATE, "create the partition chain")
-                .attr_str(NFTA_CHAIN_TABLE, TABLE)
-                .attr_str(NFTA_CHAIN_NAME, CHAIN)
-                .nest(NFTA_CHAIN_HOOK)
-                .attr_be32(NFTA_HOOK_HOOKNUM, NF_BR_FORWARD)
-                .attr_be32(NFTA_HOOK_PRIORITY, 0)
-                .end()
-                .attr_be32(NFTA_CHAIN_POLICY, NF_ACCEPT)
-                .attr_str(NFTA_CHAIN_TYPE, "filter"),
-        ];
+        let mut batch = nft::table_batch_start();
         for &(from, to) in &self.cuts {
             let (from_port, to_port) = (&self.nodes[from].port, &self.nodes[to].port);
-            batch.push(drop_rule(from_port, to_port));
+            batch.push(nft::drop_between(from_port, to_port));
         }
-        batch.push(nft(NFNL_MSG_BATCH_END, 0, "end an nftables batch").without_ack());
+        for (&node, &cut) in &self.client_cuts {
+            batch.push(nft::drop_to(&self.nodes[node].port, cut));
+        }
+        batch.push(nft::batch_end());
         self.filter.transact(&batch).context(
             "cannot install the partition rules (nf_tables with bridge support is needed in the kernel)",
         )
@@ -288,95 +286,4 @@ impl Network {
 
 fn host(id: u8) -> Ipv4Addr {
     Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], id)
-}
-
-const NFTA_TABLE_NAME: u16 = 1;
-const NFTA_CHAIN_TABLE: u16 = 1;
-const NFTA_CHAIN_NAME: u16 = 3;
-const NFTA_CHAIN_HOOK: u16 = 4;
-const NFTA_CHAIN_POLICY: u16 = 5;
-const NFTA_CHAIN_TYPE: u16 = 7;
-const NFTA_HOOK_HOOKNUM: u16 = 1;
-const NFTA_HOOK_PRIORITY: u16 = 2;
-const NFTA_RULE_TABLE: u16 = 1;
-const NFTA_RULE_CHAIN: u16 = 2;
-const NFTA_RULE_EXPRESSIONS: u16 = 4;
-const NFTA_LIST_ELEM: u16 = 1;
-const NFTA_EXPR_NAME: u16 = 1;
-const NFTA_EXPR_DATA: u16 = 2;
-const NFTA_META_DREG: u16 = 1;
-const NFTA_META_KEY: u16 = 2;
-const NFTA_CMP_SREG: u16 = 1;
-const NFTA_CMP_OP: u16 = 2;
-const NFTA_CMP_DATA: u16 = 3;
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_IMMEDIATE_DREG: u16 = 1;
-const NFTA_IMMEDIATE_DATA: u16 = 2;
-
-/// An nfnetlink message with its `nfgenmsg` header.
-fn nft(kind: u16, flags: u16, what: &str) -> Message {
-    let (family, resource) = if kind == NFNL_MSG_BATCH_BEGIN || kind == NFNL_MSG_BATCH_END {
-        (0, NFNL_SUBSYS_NFTABLES)
-    } else {
-        (NFPROTO_BRIDGE, 0)
-    };
-    let resource = resource.to_be_bytes();
-    Message::new(kind, flags, what).header(&[family, 0, resource[0], resource[1]])
-}
-
-/// An nf_tables object message (table, chain, rule) in the bridge family.
-fn nft_object(kind: u16, flags: u16, what: &str) -> Message {
-    nft((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, what)
-}
-
-fn nft_table(kind: u16, flags: u16, what: &str) -> Message {
-    nft_object(kind, flags, what).attr_str(NFTA_TABLE_NAME, TABLE)
-}
-
-/// `iifname "<from>" oifname "<to>" drop`.
-fn drop_rule(from_port: &str, to_port: &str) -> Message {
-    let mut rule = nft_object(
-        NFT_MSG_NEWRULE,
-        F_CREATE | F_APPEND,
-        &format!("add a rule dropping {from_port} -> {to_port}"),
-    )
-    .attr_str(NFTA_RULE_TABLE, TABLE)
-    .attr_str(NFTA_RULE_CHAIN, CHAIN)
-    .nest(NFTA_RULE_EXPRESSIONS);
-    for (key, port) in [(NFT_META_IIFNAME, from_port), (NFT_META_OIFNAME, to_port)] {
-        let mut name = [0u8; IFNAMSIZ];
-        name[..port.len()].copy_from_slice(port.as_bytes());
-        rule = rule
-            .nest(NFTA_LIST_ELEM)
-            .attr_str(NFTA_EXPR_NAME, "meta")
-            .nest(NFTA_EXPR_DATA)
-            .attr_be32(NFTA_META_DREG, NFT_REG_1)
-            .attr_be32(NFTA_META_KEY, key)
-            .end()
-            .end()
-            .nest(NFTA_LIST_ELEM)
-            .attr_str(NFTA_EXPR_NAME, "cmp")
-            .nest(NFTA_EXPR_DATA)
-            .attr_be32(NFTA_CMP_SREG, NFT_REG_1)
-            .attr_be32(NFTA_CMP_OP, NFT_CMP_EQ)
-            .nest(NFTA_CMP_DATA)
-            .attr(NFTA_DATA_VALUE, &name)
-            .end()
-            .end()
-            .end();
-    }
-    rule.nest(NFTA_LIST_ELEM)
-        .attr_str(NFTA_EXPR_NAME, "immediate")
-        .nest(NFTA_EXPR_DATA)
-        .attr_be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT)
-        .nest(NFTA_IMMEDIATE_DATA)
-        .nest(NFTA_DATA_VERDICT)
-        .attr_be32(NFTA_VERDICT_CODE, NF_DROP)
-        .end()
-        .end()
-        .end()
-        .end()
-        .end()
 }

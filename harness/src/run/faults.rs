@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::isr_shrink::{self, ShrinkTiming};
 use super::member_faults;
-use crate::lab::Lab;
+use crate::lab::{ClientCut, Lab};
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{Action, Step, Targets as ScriptTargets};
 
@@ -126,6 +126,11 @@ impl<'a> Nemesis<'a> {
                         let a = resolve(lab, a, &mut self.rng, bootstrap, topic).await;
                         let b = resolve(lab, b, &mut self.rng, bootstrap, topic).await;
                         self.active.extend(cut(lab, recorder, vec![a, b])?);
+                    }
+                    Action::CutClients(targets, new_only) => {
+                        let nodes = resolve(lab, targets, &mut self.rng, bootstrap, topic).await;
+                        self.active
+                            .extend(cut_clients(lab, recorder, nodes, *new_only)?);
                     }
                     Action::Fault(fault @ Fault::IsrShrink(ending), targets) => {
                         // `leader:k` names the partition; anything else, a random one.
@@ -543,21 +548,7 @@ fn cut(
     });
     let fault = Fault::Partition(PartitionKind::Groups);
     let outcome = lab.set_cuts(cuts);
-    let op_type = if outcome.is_ok() {
-        OpType::Info
-    } else {
-        OpType::Fail
-    };
-    recorder.record(
-        Process::Nemesis,
-        op_type,
-        Function::from_name(&fault.to_string()),
-        OpValue::Json(value),
-        outcome
-            .as_ref()
-            .err()
-            .map(|error| json!(crate::error_text::chain(error))),
-    )?;
+    record_scripted(recorder, fault, value, &outcome)?;
     match outcome {
         Ok(()) => {
             let active = Active {
@@ -573,6 +564,76 @@ fn cut(
         Err(error) => {
             eprintln!(
                 "logjam: nemesis partition could not be injected: {}",
+                crate::error_text::chain(&error)
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Records a scripted fault as a nemesis op: `info` with `value` when it took effect, `fail`
+/// with the error's chain when the lab refused it.
+fn record_scripted(
+    recorder: &Recorder,
+    fault: Fault,
+    value: serde_json::Value,
+    outcome: &anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    recorder.record(
+        Process::Nemesis,
+        if outcome.is_ok() {
+            OpType::Info
+        } else {
+            OpType::Fail
+        },
+        Function::from_name(&fault.to_string()),
+        OpValue::Json(value),
+        outcome
+            .as_ref()
+            .err()
+            .map(|error| json!(crate::error_text::chain(error))),
+    )?;
+    Ok(())
+}
+
+/// A scripted cut of the harness's own traffic to `nodes` (all frames, or only new
+/// connections), recorded as a `partition-clients` op; it replaces an earlier client cut of
+/// the same nodes.
+fn cut_clients(
+    lab: &mut Lab,
+    recorder: &Recorder,
+    nodes: Vec<usize>,
+    new_only: bool,
+) -> anyhow::Result<Option<Active>> {
+    let kind = if new_only {
+        ClientCut::NewConnections
+    } else {
+        ClientCut::All
+    };
+    let mut cuts = lab.client_cuts();
+    cuts.extend(nodes.iter().map(|&node| (node, kind)));
+    let value = json!({
+        "nodes": names(lab, &nodes),
+        "drops": if new_only { "new-connections" } else { "all" },
+    });
+    let fault = Fault::Partition(PartitionKind::Clients);
+    let outcome = lab.set_client_cuts(cuts);
+    record_scripted(recorder, fault, value, &outcome)?;
+    match outcome {
+        Ok(()) => {
+            eprintln!(
+                "logjam: nemesis cut-clients{} {}",
+                if new_only { "-new" } else { "" },
+                names(lab, &nodes).join(",")
+            );
+            Ok(Some(Active {
+                fault,
+                targets: nodes,
+            }))
+        }
+        Err(error) => {
+            eprintln!(
+                "logjam: nemesis cut-clients could not be injected: {}",
                 crate::error_text::chain(&error)
             );
             Ok(None)

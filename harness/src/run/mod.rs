@@ -78,6 +78,7 @@ pub fn execute(
                 let fault = match &step.action {
                     Action::Fault(fault, _) => *fault,
                     Action::Cut(..) => Fault::Partition(PartitionKind::Groups),
+                    Action::CutClients(..) => Fault::Partition(PartitionKind::Clients),
                     Action::Undo(_)
                     | Action::Member(..)
                     | Action::MemberUndo(_)

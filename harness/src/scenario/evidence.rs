@@ -110,6 +110,25 @@ pub(super) struct ResumedCommits {
     by_node: Vec<(String, u64)>,
 }
 
+/// Every node's log in the run directory (`n1/node.log`, ...), by node name.
+fn node_logs(run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut dirs: Vec<_> = std::fs::read_dir(run_dir)
+        .with_context(|| format!("cannot read {}", run_dir.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.join("node.log").is_file())
+        .collect();
+    dirs.sort();
+    Ok(dirs
+        .into_iter()
+        .map(|dir| {
+            let text = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+            let name = dir.file_name().unwrap_or_default().to_string_lossy();
+            (name.into_owned(), text)
+        })
+        .collect())
+}
+
 impl ResumedCommits {
     pub(super) fn of(run_dir: &Path) -> anyhow::Result<ResumedCommits> {
         let mut resumed = ResumedCommits {
@@ -117,21 +136,12 @@ impl ResumedCommits {
             aborts: 0,
             by_node: Vec::new(),
         };
-        let mut dirs: Vec<_> = std::fs::read_dir(run_dir)
-            .with_context(|| format!("cannot read {}", run_dir.display()))?
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| path.join("node.log").is_file())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let text = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+        for (name, text) in node_logs(run_dir)? {
             let (commits, aborts) = count_resumed(&text);
             resumed.commits += commits;
             resumed.aborts += aborts;
             if commits > 0 {
-                let name = dir.file_name().unwrap_or_default().to_string_lossy();
-                resumed.by_node.push((name.into_owned(), commits));
+                resumed.by_node.push((name, commits));
             }
         }
         Ok(resumed)
@@ -155,6 +165,63 @@ impl ResumedCommits {
             }
         )
     }
+}
+
+/// The node log line of a transactional batch refused (`api/produce.rs`).
+const REFUSED: &str = "refused a transactional produce";
+
+/// Transactional batches the partition leaders refused because their transaction was over:
+/// `INVALID_PRODUCER_EPOCH` (an epoch older than the partition's: a Produce of a finished
+/// transaction delivered late under transactions V2) and `INVALID_TXN_STATE` (verification
+/// found the partition in no transaction of the producer), from every node's log. Fenced
+/// zombies (`PRODUCER_FENCED`) are not counted.
+pub(super) struct StaleProduces {
+    pub(super) refused: u64,
+    by_error: std::collections::BTreeMap<String, u64>,
+}
+
+impl StaleProduces {
+    pub(super) fn of(run_dir: &Path) -> anyhow::Result<StaleProduces> {
+        let mut stale = StaleProduces {
+            refused: 0,
+            by_error: std::collections::BTreeMap::new(),
+        };
+        for (_, text) in node_logs(run_dir)? {
+            for error in refused_stale(&text) {
+                stale.refused += 1;
+                *stale.by_error.entry(error.to_owned()).or_default() += 1;
+            }
+        }
+        Ok(stale)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        let errors: Vec<String> = self
+            .by_error
+            .iter()
+            .map(|(error, n)| format!("{n} {error}"))
+            .collect();
+        format!(
+            "{} transactional produce(s) of a finished transaction refused by a leader{}",
+            self.refused,
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", errors.join(", "))
+            }
+        )
+    }
+}
+
+/// The error of each stale refusal in one node's log.
+fn refused_stale(log: &str) -> impl Iterator<Item = &'static str> + '_ {
+    log.lines()
+        .filter(|line| line.contains(REFUSED))
+        .filter_map(|line| {
+            ["InvalidProducerEpoch", "InvalidTxnState"]
+                .into_iter()
+                .find(|error| line.contains(&format!("error={error}")))
+        })
 }
 
 /// (commits, aborts) resumed in one node's log.
@@ -190,5 +257,21 @@ mod tests {
             count_resumed("coordinator loaded topic=__transaction_state"),
             (0, 0)
         );
+    }
+
+    #[test]
+    fn stale_refusals_are_counted_and_fenced_zombies_are_not() {
+        let log = "2026-12-05T16:00:01.1Z  INFO logjam_node::api::produce: refused a \
+                   transactional produce transactional_id=\"logjam-txn-3\" topic=\"txn\" \
+                   partition=0 producer_id=1000 epoch=4 sequence=7 error=InvalidProducerEpoch\n\
+                   2026-12-05T16:00:01.2Z  INFO logjam_node::api::produce: refused a \
+                   transactional produce transactional_id=\"logjam-txn-4\" topic=\"txn\" \
+                   partition=0 producer_id=1001 epoch=2 sequence=0 error=ProducerFenced\n\
+                   2026-12-05T16:00:01.3Z  INFO logjam_node::api::produce: refused a \
+                   transactional produce transactional_id=\"logjam-txn-5\" topic=\"txn\" \
+                   partition=1 producer_id=1002 epoch=2 sequence=3 error=InvalidTxnState\n";
+        let errors: Vec<&str> = refused_stale(log).collect();
+        assert_eq!(errors, vec!["InvalidProducerEpoch", "InvalidTxnState"]);
+        assert_eq!(refused_stale("coordinator loaded").count(), 0);
     }
 }

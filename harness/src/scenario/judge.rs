@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::evidence::{LsoStalls, ResumedCommits, Zombies, read_json, retried_sends};
+use super::evidence::{
+    LsoStalls, ResumedCommits, StaleProduces, Zombies, read_json, retried_sends,
+};
 use super::{Expectation, Scenario};
 use crate::metrics::{self, LeaderChange, LostOnKey};
 
@@ -23,6 +25,15 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
         .any(|e| matches!(e, Expectation::ResumedCommits(_)))
     {
         Some(ResumedCommits::of(run_dir)?)
+    } else {
+        None
+    };
+    let stale = if scenario
+        .expect
+        .iter()
+        .any(|e| matches!(e, Expectation::StaleProduceRefused(_)))
+    {
+        Some(StaleProduces::of(run_dir)?)
     } else {
         None
     };
@@ -156,6 +167,10 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
                 Expectation::ResumedCommits(count) => {
                     let resumed = resumed.as_ref().expect("read for this expectation");
                     (resumed.commits >= *count, resumed.describe())
+                }
+                Expectation::StaleProduceRefused(count) => {
+                    let stale = stale.as_ref().expect("read for this expectation");
+                    (stale.refused >= *count, stale.describe())
                 }
                 Expectation::OffsetsSurvive => (
                     rebalances["offsets_survive"] == json!(true),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use logjam_client::consumer::group::RebalanceEvent;
+use logjam_client::consumer::group::{RebalanceCause, RebalanceEvent};
 use logjam_client::{Admin, Consumer, NewTopic, Producer, ProducerRecord, TopicPartition};
 
 use super::NodeProcess;
@@ -118,4 +118,89 @@ pub async fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 
 pub fn all(topic: &str, n: i32) -> BTreeSet<TopicPartition> {
     (0..n).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
+/// A newcomer to `group`'s `topic` (all `partitions` committed by the members before it)
+/// owns everything and reads nothing old: it started at the committed offsets.
+pub async fn a_newcomer_reads_nothing_old(consumer: Consumer, topic: &str, partitions: i32) {
+    let c = Member::start(consumer, topic);
+    wait_for("the newcomer owns everything", 30, || {
+        c.assignment() == all(topic, partitions)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (_, seen) = c.stop().await;
+    assert!(
+        seen.records.is_empty(),
+        "re-read {} records",
+        seen.records.len()
+    );
+}
+
+/// Two static members (`group.instance.id` a and b, made by `member`) split the two
+/// partitions of `topic`; b is closed and restarted within its session. Asserts b gets its
+/// partition back and a sees no assignment change; returns b's last event's generation before
+/// and after the restart.
+pub async fn static_member_restart(
+    member: impl Fn(&'static str) -> Consumer,
+    topic: &str,
+) -> (i32, i32) {
+    let a = Member::start(member("a"), topic);
+    let b = Member::start(member("b"), topic);
+    wait_for("split", 30, || {
+        a.assignment().len() == 1 && b.assignment().len() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let owned_b = b.assignment();
+    let a_events_before = a.events().len();
+    let (consumer_b, seen_b) = b.stop().await;
+    let before = seen_b.events.last().expect("b was assigned").generation;
+    consumer_b.close().await.unwrap();
+    let b = Member::start(member("b"), topic);
+    wait_for("b back", 30, || b.assignment() == owned_b).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        a.events().len(),
+        a_events_before,
+        "a saw its assignment change: {:?}",
+        a.events()
+    );
+    let after = b.events().last().expect("b was assigned again").generation;
+    a.stop().await;
+    b.stop().await;
+    (before, after)
+}
+
+/// The poll clock: `slow` (subscribed, `max.poll.interval.ms` short) and `fast` split the two
+/// partitions of `topic`; `slow` then sleeps `pause_ms` between two polls, past its poll
+/// clock. Asserts the fast member takes both, the slow one comes back, and one of its events
+/// gave partitions up with cause `poll-timeout`. Returns what the slow member saw.
+pub async fn the_poll_clock_leaves_and_rejoins(
+    fast: Consumer,
+    slow: Consumer,
+    topic: &str,
+    pause_ms: u64,
+) -> Seen {
+    let fast = Member::start(fast, topic);
+    let slow = Member::start(slow, topic);
+    wait_for("split", 30, || {
+        fast.assignment().len() == 1 && slow.assignment().len() == 1
+    })
+    .await;
+    slow.pause_ms.store(pause_ms, Ordering::SeqCst);
+    wait_for("fast owns both", 30, || fast.assignment().len() == 2).await;
+    wait_for("slow back", 30, || {
+        slow.assignment().len() == 1 && fast.assignment().len() == 1
+    })
+    .await;
+    let events = slow.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.cause == RebalanceCause::PollTimeout && !e.revoked.is_empty()),
+        "{events:?}"
+    );
+    fast.stop().await;
+    slow.stop().await.1
 }

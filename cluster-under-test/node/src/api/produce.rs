@@ -73,8 +73,16 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                         None => Err(ResponseError::CorruptMessage),
                         Some(records) => {
                             let tid = &request.transactional_id;
-                            match verify(replicas, tid, &topic.name, &partition, &records, version)
-                                .await
+                            let producer = tid.as_ref().and_then(|_| batch_producer(&records));
+                            let outcome = match verify(
+                                replicas,
+                                tid,
+                                &topic.name,
+                                &partition,
+                                &records,
+                                version,
+                            )
+                            .await
                             {
                                 Err(error) => Err(error),
                                 Ok(guard) => Arc::clone(&partition)
@@ -82,7 +90,19 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                                     .await
                                     .map(|appended| (partition, appended))
                                     .map_err(|error| concurrent_retriable(error, version)),
+                            };
+                            if let (Err(error), Some(tid), Some(producer)) =
+                                (&outcome, tid, producer)
+                            {
+                                log_refused(
+                                    tid.0.as_str(),
+                                    &topic.name,
+                                    data.index,
+                                    producer,
+                                    *error,
+                                );
                             }
+                            outcome
                         }
                     },
                 },
@@ -227,6 +247,46 @@ fn refuse_whole(request: ProduceRequest, error: ResponseError) -> Reply {
     Reply::Respond(Box::new(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     )))
+}
+
+/// (producer id, epoch, base sequence) of the first batch in `records`, from the v2 batch
+/// header (offsets 43, 51 and 53).
+fn batch_producer(records: &[u8]) -> Option<(i64, i16, i32)> {
+    let id = i64::from_be_bytes(records.get(43..51)?.try_into().ok()?);
+    let epoch = i16::from_be_bytes(records.get(51..53)?.try_into().ok()?);
+    let sequence = i32::from_be_bytes(records.get(53..57)?.try_into().ok()?);
+    Some((id, epoch, sequence))
+}
+
+/// A transactional batch refused because its transaction is over or its producer was
+/// fenced: `INVALID_PRODUCER_EPOCH` (an older epoch than the partition's, e.g. a Produce of a
+/// finished TV2 transaction delivered late), `INVALID_TXN_STATE` (not in the producer's
+/// transaction), `PRODUCER_FENCED`. Logged so a run can say the refusal happened, not only
+/// that nothing was written; other errors (retriable ones) are not.
+fn log_refused(
+    transactional_id: &str,
+    topic: &str,
+    partition: i32,
+    (producer_id, epoch, sequence): (i64, i16, i32),
+    error: ResponseError,
+) {
+    if matches!(
+        error,
+        ResponseError::InvalidProducerEpoch
+            | ResponseError::InvalidTxnState
+            | ResponseError::ProducerFenced
+    ) {
+        tracing::info!(
+            transactional_id,
+            topic,
+            partition,
+            producer_id,
+            epoch,
+            sequence,
+            error = ?error,
+            "refused a transactional produce"
+        );
+    }
 }
 
 /// KIP-890 part 1: when `records` would open a transaction on `partition` and the request

@@ -50,22 +50,9 @@ pub(super) async fn find_coordinator(
     loop {
         cluster.refresh_metadata(&[]).await?;
         let connection = cluster.any_connection().await?;
-        let key = StrBytes::from_string(group_id.to_owned());
-        let version = connection.version(ApiKey::FindCoordinator).unwrap_or(0);
-        let request = if version >= 4 {
-            FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-        } else {
-            FindCoordinatorRequest::default().with_key(key)
-        };
-        let response = connection
-            .send(ApiKey::FindCoordinator, &request, timeout)
-            .await?;
-        let (code, node) = match response.coordinators.first() {
-            Some(c) if version >= 4 => (c.error_code, c.node_id.0),
-            _ => (response.error_code, response.node_id.0),
-        };
+        let (code, node) = ask_group_coordinator(&connection, group_id, timeout).await?;
         if code == 0 {
-            return Ok(BrokerId(node));
+            return Ok(node);
         }
         if !matches!(code, 14..=16) {
             return Err(Error::broker(
@@ -76,4 +63,27 @@ pub(super) async fn find_coordinator(
         }
         tokio::time::sleep(backoff).await;
     }
+}
+
+/// One FindCoordinator (key type group) through `connection`, batched keys from v4 on:
+/// the answer's error code and the broker it names.
+pub(crate) async fn ask_group_coordinator(
+    connection: &Connection,
+    group_id: &str,
+    timeout: Duration,
+) -> Result<(i16, BrokerId)> {
+    let key = StrBytes::from_string(group_id.to_owned());
+    let version = connection.version(ApiKey::FindCoordinator).unwrap_or(0);
+    let request = if version >= 4 {
+        FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+    } else {
+        FindCoordinatorRequest::default().with_key(key)
+    };
+    let response = connection
+        .send(ApiKey::FindCoordinator, &request, timeout)
+        .await?;
+    Ok(match response.coordinators.first() {
+        Some(c) if version >= 4 => (c.error_code, BrokerId(c.node_id.0)),
+        _ => (response.error_code, BrokerId(response.node_id.0)),
+    })
 }
