@@ -148,6 +148,9 @@ pub struct Member848 {
     member_id_confirmed: bool,
     /// The epoch the coordinator last gave, 0 before joining.
     pub member_epoch: i32,
+    /// The last epoch the member held in the group (kept through a fence or a leave), for
+    /// the event that records the partitions it lost.
+    pub last_epoch: i32,
     /// Where the member stands.
     pub state: State,
     /// The coordinator's heartbeat interval (0 until the first answer).
@@ -174,6 +177,7 @@ impl Member848 {
             member_id,
             member_id_confirmed: false,
             member_epoch: 0,
+            last_epoch: -1,
             state: State::Joining,
             heartbeat_interval: Duration::ZERO,
             subscription,
@@ -294,6 +298,7 @@ impl Member848 {
                 }
                 self.member_id_confirmed = true;
                 self.member_epoch = answer.member_epoch;
+                self.last_epoch = answer.member_epoch;
                 self.state = State::Member;
                 if let Some(assignment) = &answer.assignment {
                     // Kept even when it equals what is owned now: a reconciliation under way

@@ -145,6 +145,8 @@ impl Consumer {
             // as soon as the poll clock's leave is decided, before its answer: the group may
             // hand the partitions on meanwhile.
             if !group.member.owned.is_empty() {
+                // Recorded under the epoch the partitions were held in.
+                group.member.generation = kip848.core.lock().expect("kip848").last_epoch;
                 group.member.revoke_all(cause.clone());
                 kip848.next_cause = Some(cause);
             }

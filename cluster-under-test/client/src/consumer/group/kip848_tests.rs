@@ -128,6 +128,11 @@ fn fenced_members_release_then_rejoin_at_epoch_zero() {
         m.reconciled(assignment(&[(1, &[0, 1])]));
         assert_eq!(m.on_answer(&error(code)), Next::Wait);
         assert!(m.must_release());
+        assert_eq!(
+            (m.member_epoch, m.last_epoch),
+            (0, 2),
+            "the lost epoch is kept"
+        );
         assert_eq!(m.request(), None, "a fenced member sends nothing");
         assert!(!m.urgent());
         assert!(m.release(), "fenced: rejoins at once");
