@@ -191,6 +191,10 @@ const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/rebalance-session-timeout-kip848-longer.scn"),
     ),
     (
+        "rebalance-coordinator-moved-kip848",
+        include_str!("../scenarios/rebalance-coordinator-moved-kip848.scn"),
+    ),
+    (
         "canary-ack-before-replication",
         include_str!("../scenarios/canary-ack-before-replication.scn"),
     ),
