@@ -13,9 +13,10 @@ use rand::{RngExt, SeedableRng};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::cuts;
 use super::isr_shrink::{self, ShrinkTiming};
 use super::member_faults;
-use crate::lab::{ClientCut, Lab};
+use crate::lab::Lab;
 use crate::nemesis::{self, Fault, PartitionKind};
 use crate::timeline::{Action, Step, Targets as ScriptTargets};
 
@@ -125,12 +126,12 @@ impl<'a> Nemesis<'a> {
                     Action::Cut(a, b) => {
                         let a = resolve(lab, a, &mut self.rng, bootstrap, topic).await;
                         let b = resolve(lab, b, &mut self.rng, bootstrap, topic).await;
-                        self.active.extend(cut(lab, recorder, vec![a, b])?);
+                        self.active.extend(cuts::cut(lab, recorder, vec![a, b])?);
                     }
                     Action::CutClients(targets, new_only) => {
                         let nodes = resolve(lab, targets, &mut self.rng, bootstrap, topic).await;
                         self.active
-                            .extend(cut_clients(lab, recorder, nodes, *new_only)?);
+                            .extend(cuts::cut_clients(lab, recorder, nodes, *new_only)?);
                     }
                     Action::Fault(fault @ Fault::IsrShrink(ending), targets) => {
                         // `leader:k` names the partition; anything else, a random one.
@@ -223,10 +224,10 @@ impl<'a> Nemesis<'a> {
 
 /// A fault in force, waiting for its undo.
 #[derive(Debug)]
-struct Active {
-    fault: Fault,
+pub(super) struct Active {
+    pub(super) fault: Fault,
     /// The nodes it hit; for an ISR shrink, the leader first, then the followers.
-    targets: Vec<usize>,
+    pub(super) targets: Vec<usize>,
 }
 
 /// Where an ISR-shrink fault aims: the workload's topic, one partition of it (a random one when
@@ -305,7 +306,7 @@ impl Active {
     }
 }
 
-fn names(lab: &Lab, nodes: &[usize]) -> Vec<String> {
+pub(super) fn names(lab: &Lab, nodes: &[usize]) -> Vec<String> {
     nodes.iter().map(|node| lab.nodes[*node].name()).collect()
 }
 
@@ -529,113 +530,6 @@ async fn inject(
                 Some(json!(crate::error_text::chain(&error))),
             )?;
             restore(lab, &active, &down_before)?;
-            Ok(None)
-        }
-    }
-}
-
-/// A scripted cut between groups, recorded as a `partition` with its groups and cuts.
-fn cut(
-    lab: &mut Lab,
-    recorder: &Recorder,
-    groups: Vec<Vec<usize>>,
-) -> anyhow::Result<Option<Active>> {
-    let cuts = nemesis::separate(&groups);
-    let value = json!({
-        "groups": groups.iter().map(|g| names(lab, g)).collect::<Vec<_>>(),
-        "cuts": cuts.iter().map(|(a, b)| [lab.nodes[*a].name(), lab.nodes[*b].name()]).collect::<Vec<_>>(),
-        "targets": names(lab, &(0..lab.nodes.len()).collect::<Vec<_>>()),
-    });
-    let fault = Fault::Partition(PartitionKind::Groups);
-    let outcome = lab.set_cuts(cuts);
-    record_scripted(recorder, fault, value, &outcome)?;
-    match outcome {
-        Ok(()) => {
-            let active = Active {
-                fault,
-                targets: (0..lab.nodes.len()).collect(),
-            };
-            eprintln!(
-                "logjam: nemesis partition {:?}",
-                groups.iter().map(|g| names(lab, g)).collect::<Vec<_>>()
-            );
-            Ok(Some(active))
-        }
-        Err(error) => {
-            eprintln!(
-                "logjam: nemesis partition could not be injected: {}",
-                crate::error_text::chain(&error)
-            );
-            Ok(None)
-        }
-    }
-}
-
-/// Records a scripted fault as a nemesis op: `info` with `value` when it took effect, `fail`
-/// with the error's chain when the lab refused it.
-fn record_scripted(
-    recorder: &Recorder,
-    fault: Fault,
-    value: serde_json::Value,
-    outcome: &anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    recorder.record(
-        Process::Nemesis,
-        if outcome.is_ok() {
-            OpType::Info
-        } else {
-            OpType::Fail
-        },
-        Function::from_name(&fault.to_string()),
-        OpValue::Json(value),
-        outcome
-            .as_ref()
-            .err()
-            .map(|error| json!(crate::error_text::chain(error))),
-    )?;
-    Ok(())
-}
-
-/// A scripted cut of the harness's own traffic to `nodes` (all frames, or only new
-/// connections), recorded as a `partition-clients` op; it replaces an earlier client cut of
-/// the same nodes.
-fn cut_clients(
-    lab: &mut Lab,
-    recorder: &Recorder,
-    nodes: Vec<usize>,
-    new_only: bool,
-) -> anyhow::Result<Option<Active>> {
-    let kind = if new_only {
-        ClientCut::NewConnections
-    } else {
-        ClientCut::All
-    };
-    let mut cuts = lab.client_cuts();
-    cuts.extend(nodes.iter().map(|&node| (node, kind)));
-    let value = json!({
-        "nodes": names(lab, &nodes),
-        "drops": if new_only { "new-connections" } else { "all" },
-    });
-    let fault = Fault::Partition(PartitionKind::Clients);
-    let outcome = lab.set_client_cuts(cuts);
-    record_scripted(recorder, fault, value, &outcome)?;
-    match outcome {
-        Ok(()) => {
-            eprintln!(
-                "logjam: nemesis cut-clients{} {}",
-                if new_only { "-new" } else { "" },
-                names(lab, &nodes).join(",")
-            );
-            Ok(Some(Active {
-                fault,
-                targets: nodes,
-            }))
-        }
-        Err(error) => {
-            eprintln!(
-                "logjam: nemesis cut-clients could not be injected: {}",
-                crate::error_text::chain(&error)
-            );
             Ok(None)
         }
     }

@@ -14,6 +14,7 @@
 //! unknown); anything that goes wrong in the harness itself is an error (exit 3), never a
 //! verdict.
 
+mod cuts;
 mod faults;
 mod isr_shrink;
 mod member_faults;
