@@ -477,9 +477,18 @@ async fn write_loop(
     let _ = write.shutdown().await;
 }
 
+/// The read buffer's size; one grown past [`READ_BUFFER_KEEP`] for a large frame (a fetch of
+/// up to a MiB a partition) is replaced once empty, so hundreds of open consumers do not each
+/// keep their largest answer's allocation for the connection's life.
+const READ_BUFFER: usize = 64 * 1024;
+const READ_BUFFER_KEEP: usize = 256 * 1024;
+
 async fn read_loop(mut read: OwnedReadHalf, pending: Arc<Mutex<Pending>>, shutdown: Arc<Notify>) {
-    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER);
     loop {
+        if buffer.is_empty() && buffer.capacity() > READ_BUFFER_KEEP {
+            buffer = BytesMut::with_capacity(READ_BUFFER);
+        }
         // Deliver every complete frame in the buffer.
         while buffer.len() >= 4 {
             let length = (&buffer[..4]).get_i32();
