@@ -111,7 +111,7 @@ pub(super) struct ResumedCommits {
 }
 
 /// Every node's log in the run directory (`n1/node.log`, ...), by node name.
-fn node_logs(run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub(super) fn node_logs(run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut dirs: Vec<_> = std::fs::read_dir(run_dir)
         .with_context(|| format!("cannot read {}", run_dir.display()))?
         .filter_map(Result::ok)
@@ -130,21 +130,22 @@ fn node_logs(run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
 }
 
 impl ResumedCommits {
-    pub(super) fn of(run_dir: &Path) -> anyhow::Result<ResumedCommits> {
+    /// From every node's log ([`node_logs`]).
+    pub(super) fn of(logs: &[(String, String)]) -> ResumedCommits {
         let mut resumed = ResumedCommits {
             commits: 0,
             aborts: 0,
             by_node: Vec::new(),
         };
-        for (name, text) in node_logs(run_dir)? {
-            let (commits, aborts) = count_resumed(&text);
+        for (name, text) in logs {
+            let (commits, aborts) = count_resumed(text);
             resumed.commits += commits;
             resumed.aborts += aborts;
             if commits > 0 {
-                resumed.by_node.push((name, commits));
+                resumed.by_node.push((name.clone(), commits));
             }
         }
-        Ok(resumed)
+        resumed
     }
 
     pub(super) fn describe(&self) -> String {
@@ -181,18 +182,19 @@ pub(super) struct StaleProduces {
 }
 
 impl StaleProduces {
-    pub(super) fn of(run_dir: &Path) -> anyhow::Result<StaleProduces> {
+    /// From every node's log ([`node_logs`]).
+    pub(super) fn of(logs: &[(String, String)]) -> StaleProduces {
         let mut stale = StaleProduces {
             refused: 0,
             by_error: std::collections::BTreeMap::new(),
         };
-        for (_, text) in node_logs(run_dir)? {
-            for error in refused_stale(&text) {
+        for (_, text) in logs {
+            for error in refused_stale(text) {
                 stale.refused += 1;
                 *stale.by_error.entry(error.to_owned()).or_default() += 1;
             }
         }
-        Ok(stale)
+        stale
     }
 
     pub(super) fn describe(&self) -> String {

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::evidence::{
-    LsoStalls, ResumedCommits, StaleProduces, Zombies, read_json, retried_sends,
+    LsoStalls, ResumedCommits, StaleProduces, Zombies, node_logs, read_json, retried_sends,
 };
 use super::{Expectation, Scenario};
 use crate::metrics::{self, LeaderChange, LostOnKey};
@@ -18,25 +18,19 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
     let retried = retried_sends(&report);
     let stalls = LsoStalls::of(&report);
     let zombies = Zombies::of(&report);
-    // Every node's log, read only when an expectation needs it.
-    let resumed = if scenario
-        .expect
-        .iter()
-        .any(|e| matches!(e, Expectation::ResumedCommits(_)))
-    {
-        Some(ResumedCommits::of(run_dir)?)
+    // Every node's log, read once and only when an expectation needs it.
+    let logs = if scenario.expect.iter().any(|e| {
+        matches!(
+            e,
+            Expectation::ResumedCommits(_) | Expectation::StaleProduceRefused(_)
+        )
+    }) {
+        node_logs(run_dir)?
     } else {
-        None
+        Vec::new()
     };
-    let stale = if scenario
-        .expect
-        .iter()
-        .any(|e| matches!(e, Expectation::StaleProduceRefused(_)))
-    {
-        Some(StaleProduces::of(run_dir)?)
-    } else {
-        None
-    };
+    let resumed = ResumedCommits::of(&logs);
+    let stale = StaleProduces::of(&logs);
     let rebalances = read_json(&run_dir.join("rebalances.json")).unwrap_or(Value::Null);
     let causes = rebalances["causes_after_settle"].clone();
     let loads = rebalances["loads_after_settle"].as_u64().unwrap_or(0);
@@ -165,11 +159,9 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
                     (zombies.committed >= *count, zombies.describe())
                 }
                 Expectation::ResumedCommits(count) => {
-                    let resumed = resumed.as_ref().expect("read for this expectation");
                     (resumed.commits >= *count, resumed.describe())
                 }
                 Expectation::StaleProduceRefused(count) => {
-                    let stale = stale.as_ref().expect("read for this expectation");
                     (stale.refused >= *count, stale.describe())
                 }
                 Expectation::OffsetsSurvive => (
