@@ -28,7 +28,8 @@
 //! `unclean-election` (a leader was elected from outside the ISR last seen), `unavailable`
 //! (a partition had no leader for a while), `refused` (a write was refused with
 //! NOT_ENOUGH_REPLICAS), `valid` / `invalid` (the checkers' verdict), `anomaly:<kind>` (the
-//! checkers report that kind, e.g. `anomaly:duplicate`), `retried` (producer workload: an
+//! checkers report that kind, e.g. `anomaly:duplicate`, or one of several kinds separated by
+//! `|`), `retried` (producer workload: an
 //! acknowledged send's batch took more than one produce request), `lso-stall:<s>` (a
 //! read_committed reader was held at one last stable offset for at least s seconds, as the
 //! read-committed checker measured it), `lso-stall-under:<s>` (polls were checked and none was
@@ -60,166 +61,16 @@ use crate::timeline::{self, Step};
 
 mod evidence;
 mod judge;
+mod shipped;
 
 use judge::judge;
-
-/// The scenarios shipped with logjam: name and text.
-const SHIPPED: &[(&str, &str)] = &[
-    (
-        "unclean-election-loss",
-        include_str!("../scenarios/unclean-election-loss.scn"),
-    ),
-    (
-        "unclean-election-disabled",
-        include_str!("../scenarios/unclean-election-disabled.scn"),
-    ),
-    (
-        "unclean-election-min-isr-2",
-        include_str!("../scenarios/unclean-election-min-isr-2.scn"),
-    ),
-    ("power-loss", include_str!("../scenarios/power-loss.scn")),
-    (
-        "power-loss-flush-every-message",
-        include_str!("../scenarios/power-loss-flush-every-message.scn"),
-    ),
-    (
-        "leader-isolation-acks-1",
-        include_str!("../scenarios/leader-isolation-acks-1.scn"),
-    ),
-    (
-        "leader-isolation-acks-all",
-        include_str!("../scenarios/leader-isolation-acks-all.scn"),
-    ),
-    (
-        "retry-reorder",
-        include_str!("../scenarios/retry-reorder.scn"),
-    ),
-    (
-        "retry-reorder-idempotent",
-        include_str!("../scenarios/retry-reorder-idempotent.scn"),
-    ),
-    (
-        "eos-offsets-outside-transaction",
-        include_str!("../scenarios/eos-offsets-outside-transaction.scn"),
-    ),
-    (
-        "eos-offsets-in-transaction",
-        include_str!("../scenarios/eos-offsets-in-transaction.scn"),
-    ),
-    (
-        "coordinator-failover-mid-commit",
-        include_str!("../scenarios/coordinator-failover-mid-commit.scn"),
-    ),
-    (
-        "zombie-fencing",
-        include_str!("../scenarios/zombie-fencing.scn"),
-    ),
-    (
-        "zombie-without-group-metadata",
-        include_str!("../scenarios/zombie-without-group-metadata.scn"),
-    ),
-    (
-        "hanging-transaction",
-        include_str!("../scenarios/hanging-transaction.scn"),
-    ),
-    (
-        "hanging-transaction-short-timeout",
-        include_str!("../scenarios/hanging-transaction-short-timeout.scn"),
-    ),
-    (
-        "canary-read-committed-ignores-lso",
-        include_str!("../scenarios/canary-read-committed-ignores-lso.scn"),
-    ),
-    (
-        "canary-commit-before-markers",
-        include_str!("../scenarios/canary-commit-before-markers.scn"),
-    ),
-    (
-        "canary-skip-abort-marker",
-        include_str!("../scenarios/canary-skip-abort-marker.scn"),
-    ),
-    (
-        "rebalance-session-timeout",
-        include_str!("../scenarios/rebalance-session-timeout.scn"),
-    ),
-    (
-        "rebalance-session-timeout-longer",
-        include_str!("../scenarios/rebalance-session-timeout-longer.scn"),
-    ),
-    (
-        "rebalance-poll-timeout",
-        include_str!("../scenarios/rebalance-poll-timeout.scn"),
-    ),
-    (
-        "rebalance-poll-timeout-fewer-records",
-        include_str!("../scenarios/rebalance-poll-timeout-fewer-records.scn"),
-    ),
-    (
-        "rebalance-poll-timeout-longer-session",
-        include_str!("../scenarios/rebalance-poll-timeout-longer-session.scn"),
-    ),
-    (
-        "rebalance-rolling-restart",
-        include_str!("../scenarios/rebalance-rolling-restart.scn"),
-    ),
-    (
-        "rebalance-rolling-restart-static",
-        include_str!("../scenarios/rebalance-rolling-restart-static.scn"),
-    ),
-    (
-        "rebalance-coordinator-moved",
-        include_str!("../scenarios/rebalance-coordinator-moved.scn"),
-    ),
-    (
-        "rebalance-partition-added",
-        include_str!("../scenarios/rebalance-partition-added.scn"),
-    ),
-    (
-        "rebalance-other-node-killed",
-        include_str!("../scenarios/rebalance-other-node-killed.scn"),
-    ),
-    (
-        "delayed-produce-tv2",
-        include_str!("../scenarios/delayed-produce-tv2.scn"),
-    ),
-    (
-        "rebalance-session-timeout-kip848",
-        include_str!("../scenarios/rebalance-session-timeout-kip848.scn"),
-    ),
-    (
-        "rebalance-session-timeout-kip848-longer",
-        include_str!("../scenarios/rebalance-session-timeout-kip848-longer.scn"),
-    ),
-    (
-        "rebalance-coordinator-moved-kip848",
-        include_str!("../scenarios/rebalance-coordinator-moved-kip848.scn"),
-    ),
-    (
-        "canary-ack-before-replication",
-        include_str!("../scenarios/canary-ack-before-replication.scn"),
-    ),
-    (
-        "canary-hw-before-replication",
-        include_str!("../scenarios/canary-hw-before-replication.scn"),
-    ),
-    (
-        "canary-read-above-high-watermark",
-        include_str!("../scenarios/canary-read-above-high-watermark.scn"),
-    ),
-    (
-        "canary-skip-idempotent-dedupe",
-        include_str!("../scenarios/canary-skip-idempotent-dedupe.scn"),
-    ),
-    (
-        "canary-skip-follower-truncation",
-        include_str!("../scenarios/canary-skip-follower-truncation.scn"),
-    ),
-];
+use shipped::SHIPPED;
 
 /// What a scenario expects its run to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expectation {
-    /// The checkers report this anomaly kind (`anomaly:<kind>`, e.g. `anomaly:duplicate`).
+    /// The checkers report this anomaly kind (`anomaly:<kind>`, e.g. `anomaly:duplicate`), or
+    /// any one of several (`anomaly:aborted-read|hanging-transaction`).
     Anomaly(String),
     /// At least one acknowledged write lost.
     Lost,
@@ -271,7 +122,13 @@ pub enum Expectation {
 impl Expectation {
     fn parse(word: &str) -> Option<Expectation> {
         if let Some(kind) = word.strip_prefix("anomaly:") {
-            return Some(Expectation::Anomaly(kind.to_owned()));
+            // Every alternative must be a kind some checker reports (a typo would never hold),
+            // kept by its report name (`G1a` is `aborted-read`).
+            let kinds: Option<Vec<&str>> = kind
+                .split('|')
+                .map(|k| logjam_checkers::AnomalyKind::from_name(k).map(|k| k.as_str()))
+                .collect();
+            return kinds.map(|kinds| Expectation::Anomaly(kinds.join("|")));
         }
         if let Some(cause) = word.strip_prefix("cause:") {
             return Some(Expectation::Cause(cause.to_owned()));
@@ -615,6 +472,19 @@ mod tests {
             assert_eq!(parsed.name(), word);
         }
         assert_eq!(Expectation::parse("lso-stall:"), None);
+    }
+
+    #[test]
+    fn anomaly_expectations_name_known_kinds_one_or_several() {
+        for word in [
+            "anomaly:duplicate",
+            "anomaly:aborted-read|hanging-transaction",
+        ] {
+            assert_eq!(Expectation::parse(word).unwrap().name(), word);
+        }
+        for word in ["anomaly:aborted-reed", "anomaly:aborted-read|", "anomaly:"] {
+            assert_eq!(Expectation::parse(word), None, "{word}");
+        }
     }
 
     #[test]

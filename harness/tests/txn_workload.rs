@@ -193,3 +193,35 @@ fn a_late_produce_of_an_aborted_transaction_is_refused_under_transactions_v2() {
     assert_eq!(cuts, 2, "cut-clients and cut-clients-new");
     assert!(timed_out > 0, "no send timed out behind the cut");
 }
+
+/// delayed-produce-tv1: the same late batch under transactions V1 without verification, from
+/// a client older than KIP-360, is appended after the abort marker: it commits with the
+/// producer's next transaction (the transactional checker names the aborted read) or nothing
+/// ever ends it (the read-committed checker names the hanging transaction).
+#[test]
+fn a_late_produce_from_a_pre_kip360_client_joins_the_next_transaction_or_hangs_under_v1() {
+    let (output, results) = support::run_scenario("delayed-produce-tv1", &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run = std::fs::read_link(results.path().join("latest"))
+        .map(|target| results.path().join(target))
+        .expect("results/latest points at the run");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("report.json")).expect("report.json"),
+    )
+    .expect("report.json parses");
+    assert_eq!(report["verdict"], "invalid", "{stdout}");
+    let bad = report["bad_kinds"].as_array().expect("bad_kinds");
+    let aborted_read = bad.iter().any(|kind| kind == "aborted-read");
+    let hanging = bad.iter().any(|kind| kind == "hanging-transaction");
+    assert!(aborted_read || hanging, "{stdout}");
+    if aborted_read {
+        // The witness names a transaction that ended `fail`: its own client saw it aborted.
+        assert!(stdout.contains("fail txn by process"), "{stdout}");
+    }
+}

@@ -155,6 +155,13 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms`, default 60 s: sent with InitProducerId; the coordinator aborts
     /// a transaction open longer than this.
     pub transaction_timeout: Duration,
+    /// `logjam.kip360` (this client's own key, not Kafka's), default true. False makes the
+    /// transactional producer behave as Kafka's clients before 2.5, from before KIP-360: it
+    /// sends InitProducerId at v2 and never asks the coordinator for an epoch bump, so under
+    /// transactions V1 the abort after a timed-out batch keeps the epoch, and a late batch of
+    /// the aborted transaction is still in sequence. The lab uses it to show what KIP-360
+    /// and KIP-890 each defend against.
+    pub kip360: bool,
 }
 
 impl Default for ProducerConfig {
@@ -180,6 +187,7 @@ impl Default for ProducerConfig {
             metadata_max_age: Duration::from_millis(300_000),
             transactional_id: None,
             transaction_timeout: Duration::from_millis(60_000),
+            kip360: true,
         }
     }
 }
@@ -299,6 +307,7 @@ impl ProducerConfig {
                         return Err(invalid(key, value, "at most 2147483647"));
                     }
                 }
+                "logjam.kip360" => config.kip360 = parse_bool(key, value)?,
                 "compression.type" => {
                     if value.trim() != "none" {
                         return Err(ConfigError::Unsupported {

@@ -47,6 +47,8 @@ const CLIENT_KEYS: &[&str] = &[
     "heartbeat.interval.ms",
     "group.protocol",
     "group.remote.assignor",
+    // logjam-client's own: false models a transactional client from before KIP-360.
+    "logjam.kip360",
     EOS_MODE_KEY,
     TXN_MODE_KEY,
 ];

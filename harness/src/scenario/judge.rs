@@ -63,7 +63,8 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
         .map(|expect| {
             let (holds, said) = match expect {
                 Expectation::Anomaly(kind) => (
-                    outcome.anomalies.contains_key(kind),
+                    kind.split('|')
+                        .any(|kind| outcome.anomalies.contains_key(kind)),
                     format!("anomalies found: {}", kinds.join(", ")),
                 ),
                 Expectation::Lost => (

@@ -148,3 +148,14 @@ fn isolation_level_defaults_to_read_uncommitted() {
         ConsumerConfig::from_properties([BOOT, ("auto.offset.reset", "earliest")]).unwrap();
     assert_eq!(config.auto_offset_reset, AutoOffsetReset::Earliest);
 }
+
+#[test]
+fn kip360_is_on_unless_turned_off_by_our_own_key() {
+    assert!(ProducerConfig::from_properties([BOOT]).unwrap().kip360);
+    let legacy = ProducerConfig::from_properties([BOOT, ("logjam.kip360", "false")]).unwrap();
+    assert!(!legacy.kip360);
+    assert!(matches!(
+        ProducerConfig::from_properties([BOOT, ("logjam.kip360", "no")]).unwrap_err(),
+        ConfigError::InvalidValue { key, .. } if key == "logjam.kip360"
+    ));
+}

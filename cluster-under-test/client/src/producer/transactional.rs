@@ -151,9 +151,13 @@ impl Producer {
         let transaction_v2 = connection
             .finalized_feature("transaction.version")
             .is_some_and(|level| level >= 2);
-        let epoch_bump = connection
-            .version(ApiKey::InitProducerId)
-            .is_some_and(|v| v >= 3);
+        // Without KIP-360 (`logjam.kip360=false`) the client speaks InitProducerId v2 at most,
+        // as Kafka's clients before 2.5 did, and never asks for a bump.
+        let kip360 = shared.config.kip360;
+        let epoch_bump = kip360
+            && connection
+                .version(ApiKey::InitProducerId)
+                .is_some_and(|v| v >= 3);
         txn.manager().set_capabilities(transaction_v2, epoch_bump);
         let (producer_id, producer_epoch) = bump.map_or((-1, -1), |(id, epoch)| (id.0, epoch.0));
         let request = InitProducerIdRequest::default()
@@ -169,7 +173,7 @@ impl Producer {
             TxnCall {
                 api: TxnApi::InitProducerId,
                 key: ApiKey::InitProducerId,
-                max_version: i16::MAX,
+                max_version: if kip360 { i16::MAX } else { 2 },
             },
             &request,
             deadline,
