@@ -26,6 +26,7 @@
 
 pub mod eos;
 pub mod group;
+pub mod handoff;
 pub mod producer;
 pub mod queue;
 pub mod recorder;

@@ -7,15 +7,18 @@ use std::sync::Arc;
 use logjam_history::{Function, ProcessId};
 
 use super::{Invocation, QueueClient, QueueGenerator, QueueSettings, Targets};
+use crate::handoff::Handoff;
 use crate::recorder::{RecordError, Recorder};
 use crate::workload::{self, Completion, TopicSpec, Workload};
 
 /// The queue workload behind the harness's [`Workload`] interface: one generator for the run,
-/// fresh [`QueueClient`]s on demand, the final reads by a fresh process.
+/// fresh [`QueueClient`]s on demand (resuming from positions closed processes handed on), the
+/// final reads by a fresh process from the start.
 #[derive(Debug)]
 pub struct QueueWorkload {
     settings: Arc<QueueSettings>,
     targets: Arc<Targets>,
+    handoff: Arc<Handoff>,
 }
 
 impl QueueWorkload {
@@ -25,6 +28,7 @@ impl QueueWorkload {
         QueueWorkload {
             settings: Arc::new(settings),
             targets,
+            handoff: Arc::new(Handoff::new()),
         }
     }
 }
@@ -89,6 +93,7 @@ impl Workload for QueueWorkload {
             recorder.clone(),
             self.targets.clone(),
         )
+        .with_handoff(self.handoff.clone())
     }
 
     async fn final_phase(
@@ -98,7 +103,13 @@ impl Workload for QueueWorkload {
         deadline: tokio::time::Instant,
     ) -> Result<(), RecordError> {
         let targets = self.targets.snapshot();
-        let mut reader = self.client(process, recorder);
+        // Not `self.client`: the final reads start from the start, with no handed-on positions.
+        let mut reader = QueueClient::new(
+            process,
+            self.settings.clone(),
+            recorder.clone(),
+            self.targets.clone(),
+        );
         reader.final_reads(&targets, deadline).await
     }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use logjam_client::consumer::isolation::IsolationLevel;
 use logjam_client::consumer::{Consumer, ConsumerRecord, SeekTo};
-use logjam_client::ids::TopicPartition;
+use logjam_client::ids::{Offset, TopicPartition};
 use logjam_client::outcome::Certainty;
 use logjam_client::producer::{Producer, ProducerRecord};
 use logjam_history::{
@@ -36,6 +36,7 @@ use logjam_history::{
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use crate::handoff::Handoff;
 use crate::recorder::{RecordError, Recorder};
 use crate::workload::{self, Completion};
 
@@ -181,6 +182,11 @@ pub struct QueueClient {
     targets: Arc<Targets>,
     producer: Option<Producer>,
     consumer: Option<Consumer>,
+    /// Where a fresh consumer takes its starting positions and a closing one leaves its own
+    /// ([`Handoff`]); `None`: every fresh consumer starts from the start.
+    handoff: Option<Arc<Handoff>>,
+    /// The process ran a `crash` op: it hands on a start from the start.
+    crashed: bool,
 }
 
 impl std::fmt::Debug for QueueClient {
@@ -211,7 +217,16 @@ impl QueueClient {
             targets,
             producer: None,
             consumer: None,
+            handoff: None,
+            crashed: false,
         }
+    }
+
+    /// Takes its consumer's starting positions from `handoff` and leaves its own there when it
+    /// closes (after a crash: a start from the start for the next; see [`crate::handoff`]).
+    pub fn with_handoff(mut self, handoff: Arc<Handoff>) -> QueueClient {
+        self.handoff = Some(handoff);
+        self
     }
 
     /// The process id ops are recorded under now.
@@ -244,6 +259,20 @@ impl QueueClient {
     /// Closes the producer (flushing what it still holds, up to `delivery.timeout.ms`) and
     /// drops the consumer.
     pub async fn close(mut self) {
+        if let (Some(handoff), true) = (&self.handoff, self.crashed) {
+            // As Jepsen's client after a crash: the next fresh consumer starts from the start.
+            handoff.crashed();
+        } else if let (Some(handoff), Some(consumer)) = (&self.handoff, self.consumer.take()) {
+            let positions = consumer
+                .assignment()
+                .into_iter()
+                .filter_map(|partition| {
+                    let offset = consumer.position(&partition)?;
+                    Some((Key(i64::from(partition.partition.0)), offset.0))
+                })
+                .collect();
+            handoff.deposit(positions);
+        }
         self.consumer = None;
         if let Some(producer) = self.producer.take() {
             producer.close().await;
@@ -264,6 +293,12 @@ impl QueueClient {
             let mut consumer = Consumer::from_properties(properties(&self.settings.consumer))
                 .map_err(|error| format!("consumer: {error}"))?;
             consumer.assign((0..self.settings.keys).map(|key| self.partition(Key(i64::from(key)))));
+            if let Some(positions) = self.handoff.as_ref().and_then(|h| h.take()) {
+                for (key, offset) in positions {
+                    // A key no longer in the topic's range is not assigned: nothing to seek.
+                    let _ = consumer.seek(&self.partition(key), SeekTo::Offset(Offset(offset)));
+                }
+            }
             self.consumer = Some(consumer);
         }
         Ok(self.consumer.as_mut().expect("just created"))
@@ -297,6 +332,7 @@ impl QueueClient {
                 }
             }
             Invocation::Crash => {
+                self.crashed = true;
                 self.record(OpType::Invoke, Function::Crash, OpValue::Null, None)?;
                 self.record(OpType::Info, Function::Crash, OpValue::Null, None)?;
                 Ok(Completion::Info)
