@@ -20,6 +20,7 @@ use crate::verdict::{
     CheckResult, PartitionOutcome, PartitionReport, SearchEffort, UnknownReason, Verdict,
 };
 use crate::witness::{self, stale_read_scan};
+use crate::zones::zone_order;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
@@ -283,6 +284,19 @@ fn check_part<M: Model>(
             outcome: PartitionOutcome::NotLinearizable {
                 counterexample: Box::new(counterexample),
             },
+            effort: SearchEffort {
+                decided_by_scan: true,
+                elapsed: started.elapsed(),
+                ..SearchEffort::default()
+            },
+        };
+    }
+    if let Some(order) = zone_order(model, &ops) {
+        let linearization = order.into_iter().map(|local| operations[local]).collect();
+        return PartitionReport {
+            partition,
+            operations,
+            outcome: PartitionOutcome::Linearizable { linearization },
             effort: SearchEffort {
                 decided_by_scan: true,
                 elapsed: started.elapsed(),

@@ -12,7 +12,9 @@
 //! P-compositionality (Horn & Kroening: each part of a model's
 //! [`Model::partition`] is checked alone) and a few reductions documented in
 //! `search.rs`. Before searching, a cheap stale-read scan (`witness.rs`)
-//! decides parts whose failure has a two- or three-operation witness. The
+//! decides parts whose failure has a two- or three-operation witness, and
+//! for registers whose writes set distinct values a zone order (`zones.rs`)
+//! decides valid parts without a search. The
 //! crate is pure and synchronous: no I/O except the corpus importers' file
 //! reads (and `/proc/meminfo` for the default memory budget), no async, no
 //! randomness; independent parts are searched on scoped threads.
@@ -42,6 +44,8 @@
 //! * [`budget`]: step, time and memory limits; `memory`: how the search
 //!   counts its own bytes.
 //! * `witness`: cheap witness scans run before the search (stale reads).
+//! * `zones`: the fast path for registers whose writes set distinct values:
+//!   a linearization from Gibbons and Korach's zones, checked, in O(n log n).
 //! * [`oracle`]: a brute-force checker for tiny histories (property tests).
 //! * [`porcupine`]: importers for Porcupine's test corpus (etcd Jepsen logs
 //!   and kv histories) and its `expected.tsv`.
@@ -68,6 +72,7 @@ mod search;
 mod state_table;
 pub mod verdict;
 mod witness;
+mod zones;
 
 pub use budget::Budget;
 pub use checker::{CheckOptions, check};

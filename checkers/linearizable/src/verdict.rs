@@ -125,7 +125,8 @@ pub struct SearchEffort {
     /// How often the search forgot its visited cache to stay inside the
     /// memory budget (each time trading memory for repeated work).
     pub cache_resets: u64,
-    /// True when a cheap witness scan decided the part (no search ran).
+    /// True when a cheap witness scan or the zone order (`zones.rs`) decided
+    /// the part (no search ran).
     pub decided_by_scan: bool,
     /// Wall time of the search.
     pub elapsed: Duration,

@@ -43,6 +43,35 @@ fn check_register(
     .expect("generated histories are well formed")
 }
 
+/// The history with one unread write made to repeat the first write's value. It stays valid
+/// (nobody observed that write), but reads no longer name their writer, so the zone fast path
+/// declines and the search itself runs: the tests of the search's budgets use it.
+fn searched(mut history: Vec<RegisterOperation>) -> Vec<RegisterOperation> {
+    let read: std::collections::HashSet<u64> = history
+        .iter()
+        .filter_map(|op| match &op.output {
+            Outcome::Returned(RegisterResult::Read(Some(value))) => Some(*value),
+            _ => None,
+        })
+        .collect();
+    let first = history
+        .iter()
+        .find_map(|op| match op.input {
+            RegisterOp::Write(value) => Some(value),
+            RegisterOp::Read => None,
+        })
+        .expect("a write");
+    let unread = history
+        .iter()
+        .position(|op| {
+            !op.is_optional()
+                && matches!(op.input, RegisterOp::Write(value) if value != first && !read.contains(&value))
+        })
+        .expect("an unread write");
+    history[unread].input = RegisterOp::Write(first);
+    history
+}
+
 /// The 50-client, 10,000-operation history with one provably stale read is
 /// invalid, decided by the scan without a single search step, and the
 /// counterexample is the three operations that prove it.
@@ -86,7 +115,7 @@ fn same_history_without_the_stale_read_is_not_invalid() {
     let generated = generate(&shape(50, 10_000, false, 1));
     assert_eq!(generated.stale_read, None);
     let result = check_register(
-        &generated.history,
+        &searched(generated.history.clone()),
         Budget::steps(20_000).with_memory(64 * MIB),
     );
     assert_ne!(result.verdict, Verdict::Invalid);
@@ -104,7 +133,7 @@ fn memory_budget_bounds_the_search_which_forgets_rather_than_grows() {
     let memory_max = 8 * MIB;
     let steps_max = 1_000_000;
     let result = check_register(
-        &generated.history,
+        &searched(generated.history.clone()),
         Budget::steps(steps_max).with_memory(memory_max),
     );
     let effort = result.total_effort();
@@ -136,7 +165,7 @@ fn memory_budget_below_the_fixed_structures_gives_unknown_for_memory() {
     let generated = generate(&shape(50, 10_000, false, 2));
     let memory_max = 256 << 10;
     let result = check_register(
-        &generated.history,
+        &searched(generated.history.clone()),
         Budget::UNLIMITED.with_memory(memory_max),
     );
     assert_eq!(result.verdict, Verdict::Unknown);
@@ -191,7 +220,7 @@ fn counted_peak_never_exceeds_any_memory_budget() {
     let generated = generate(&shape(50, 10_000, false, 3));
     for memory_max in [MIB, 3 * MIB, 5 * MIB, 17 * MIB] {
         let result = check_register(
-            &generated.history,
+            &searched(generated.history.clone()),
             Budget::steps(2_000_000).with_memory(memory_max),
         );
         let peak = result.total_effort().memory_peak;
@@ -215,7 +244,10 @@ fn counted_peak_never_exceeds_any_memory_budget() {
 #[test]
 fn passed_deadline_gives_unknown_for_time_within_one_check_interval() {
     let generated = generate(&shape(50, 10_000, false, 4));
-    let result = check_register(&generated.history, Budget::time(Duration::ZERO));
+    let result = check_register(
+        &searched(generated.history.clone()),
+        Budget::time(Duration::ZERO),
+    );
     assert_eq!(result.verdict, Verdict::Unknown);
     assert_eq!(
         result.unknown_reason,
@@ -313,7 +345,7 @@ fn two_threads_give_the_same_reports_as_one() {
 fn ten_thousand_operation_valid_history_is_decided_valid() {
     let generated = generate(&shape(50, 10_000, false, 1));
     let result = check_register(
-        &generated.history,
+        &searched(generated.history.clone()),
         Budget::steps(5_000_000).with_memory(1 << 30),
     );
     assert_eq!(result.verdict, Verdict::Valid);
@@ -326,4 +358,59 @@ fn ten_thousand_operation_valid_history_is_decided_valid() {
         .filter(|operation| !operation.is_optional())
         .count();
     assert!(linearization.len() >= completed);
+}
+
+/// Whether `order` is a linearization of `history` for a register starting empty: each read
+/// returns the last value written before it in `order`, and no operation returned before an
+/// earlier one in `order` was called (checked here, independently of the engine).
+fn is_register_linearization(history: &[RegisterOperation], order: &[usize]) -> bool {
+    let mut value = None;
+    let mut latest_call = None;
+    order.iter().all(|&index| {
+        let op = &history[index];
+        let in_time = latest_call.is_none_or(|latest| op.return_at >= latest);
+        latest_call = latest_call.max(Some(op.call));
+        let allowed = match (&op.input, &op.output) {
+            (RegisterOp::Write(written), _) => {
+                value = Some(*written);
+                true
+            }
+            (RegisterOp::Read, Outcome::Returned(RegisterResult::Read(read))) => *read == value,
+            (RegisterOp::Read, _) => true,
+        };
+        in_time && allowed
+    })
+}
+
+/// The 200-client, 100,000-operation valid history (the one that ran the search past its
+/// 60 s budget) is decided valid by the zone order, without a search step, under a budget of
+/// one step: every write sets a fresh value, so each read names its writer.
+#[test]
+fn a_hundred_thousand_operation_valid_history_is_decided_by_its_zones() {
+    let generated = generate(&shape(200, 100_000, false, 2));
+    let result = check_register(&generated.history, Budget::steps(1).with_memory(64 * MIB));
+    assert_eq!(result.verdict, Verdict::Valid);
+    let effort = result.total_effort();
+    assert!(effort.decided_by_scan);
+    assert_eq!(effort.steps, 0);
+    let PartitionOutcome::Linearizable { linearization } = &result.partitions[0].outcome else {
+        panic!("valid has a witness")
+    };
+    let order: Vec<usize> = linearization.iter().map(|op| op.0).collect();
+    assert!(is_register_linearization(&generated.history, &order));
+    let completed = generated
+        .history
+        .iter()
+        .filter(|operation| !operation.is_optional())
+        .count();
+    assert!(order.len() >= completed);
+}
+
+/// With the stale read planted, the zone order does not check, and the stale-read scan (which
+/// runs first) names it: the fast path never turns an invalid history valid.
+#[test]
+fn the_zone_order_never_hides_a_stale_read() {
+    let generated = generate(&shape(200, 100_000, true, 2));
+    let result = check_register(&generated.history, Budget::steps(1).with_memory(64 * MIB));
+    assert_eq!(result.verdict, Verdict::Invalid);
 }

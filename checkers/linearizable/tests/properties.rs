@@ -256,6 +256,33 @@ proptest! {
         assert_agrees_with_oracle(&Register::new(None), &history)?;
     }
 
+    /// Goal: registers whose writes set distinct values, which the zone fast
+    /// path decides without a search, are decided exactly (reads may return
+    /// any value written so far, one not written yet, or the initial one).
+    #[test]
+    fn register_with_distinct_writes_agrees_with_brute_force(values in prop::collection::vec(any::<u32>(), 0..64)) {
+        let mut choices = Choices::new(values);
+        let mut written = 0u8;
+        let history = random_history(
+            &mut choices,
+            |choices| {
+                if choices.one_in(2) {
+                    written += 1;
+                    (RegisterOp::Write(written), Outcome::Returned(RegisterResult::Written))
+                } else {
+                    let read = match choices.below(u32::from(written) + 2) {
+                        0 => None,
+                        value => Some(value as u8),
+                    };
+                    (RegisterOp::Read, Outcome::Returned(RegisterResult::Read(read)))
+                }
+            },
+            |input| matches!(input, RegisterOp::Read),
+        );
+        prop_assume!(!history.is_empty());
+        assert_agrees_with_oracle(&Register::new(None), &history)?;
+    }
+
     /// Goal: the CAS search (with failed CASes as read-only steps and
     /// unknown CASes) is exact on tiny histories.
     #[test]

@@ -15,6 +15,9 @@
 //!   place.
 //! - [`QueueWorkload`]: the two behind the harness's
 //!   [`Workload`](crate::workload::Workload) interface, with the topic and the final reads.
+//!   Its fresh processes' consumers start where closed ones stopped reading
+//!   ([`crate::handoff`]), not at offset 0, so a long run does not re-read its whole log over
+//!   and over.
 
 mod adapter;
 
