@@ -84,7 +84,10 @@ mod tests {
     use super::*;
 
     fn positions(pairs: &[(i64, i64)]) -> Positions {
-        pairs.iter().map(|&(key, offset)| (Key(key), offset)).collect()
+        pairs
+            .iter()
+            .map(|&(key, offset)| (Key(key), offset))
+            .collect()
     }
 
     #[test]
