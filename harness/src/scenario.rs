@@ -71,7 +71,7 @@ use shipped::SHIPPED;
 pub enum Expectation {
     /// The checkers report this anomaly kind (`anomaly:<kind>`, e.g. `anomaly:duplicate`), or
     /// any one of several (`anomaly:aborted-read|hanging-transaction`).
-    Anomaly(String),
+    Anomaly(Vec<logjam_checkers::AnomalyKind>),
     /// At least one acknowledged write lost.
     Lost,
     /// No acknowledged write lost.
@@ -122,13 +122,12 @@ pub enum Expectation {
 impl Expectation {
     fn parse(word: &str) -> Option<Expectation> {
         if let Some(kind) = word.strip_prefix("anomaly:") {
-            // Every alternative must be a kind some checker reports (a typo would never hold),
-            // kept by its report name (`G1a` is `aborted-read`).
-            let kinds: Option<Vec<&str>> = kind
+            // Every alternative must be a kind some checker reports: a typo would never hold.
+            return kind
                 .split('|')
-                .map(|k| logjam_checkers::AnomalyKind::from_name(k).map(|k| k.as_str()))
-                .collect();
-            return kinds.map(|kinds| Expectation::Anomaly(kinds.join("|")));
+                .map(logjam_checkers::AnomalyKind::from_name)
+                .collect::<Option<Vec<_>>>()
+                .map(Expectation::Anomaly);
         }
         if let Some(cause) = word.strip_prefix("cause:") {
             return Some(Expectation::Cause(cause.to_owned()));
@@ -171,7 +170,10 @@ impl Expectation {
 
     fn name(&self) -> String {
         let name = match self {
-            Expectation::Anomaly(kind) => return format!("anomaly:{kind}"),
+            Expectation::Anomaly(kinds) => {
+                let kinds: Vec<&str> = kinds.iter().map(|kind| kind.as_str()).collect();
+                return format!("anomaly:{}", kinds.join("|"));
+            }
             Expectation::Cause(cause) => return format!("cause:{cause}"),
             Expectation::Rebalances(count) => return format!("rebalances:{count}"),
             Expectation::LsoStallAtLeast(seconds) => return format!("lso-stall:{seconds}"),

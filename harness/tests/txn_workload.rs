@@ -150,21 +150,8 @@ fn the_skip_abort_marker_canary_is_caught_as_aborted_read_or_a_hanging_transacti
 /// the epoch bump the leader would append them: either way no refusal would be counted.
 #[test]
 fn a_late_produce_of_an_aborted_transaction_is_refused_under_transactions_v2() {
-    let (output, results) = support::run_scenario("delayed-produce-tv2", &[]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let run = std::fs::read_link(results.path().join("latest"))
-        .map(|target| results.path().join(target))
-        .expect("results/latest points at the run");
-    let judged: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run.join("scenario.json")).expect("scenario.json"),
-    )
-    .expect("scenario.json parses");
+    let (_, run, _results) = support::shown_scenario("delayed-produce-tv2");
+    let judged = support::read_json(&run.join("scenario.json"));
     let refused = judged["checks"]
         .as_array()
         .expect("checks")
@@ -200,28 +187,20 @@ fn a_late_produce_of_an_aborted_transaction_is_refused_under_transactions_v2() {
 /// ever ends it (the read-committed checker names the hanging transaction).
 #[test]
 fn a_late_produce_from_a_pre_kip360_client_joins_the_next_transaction_or_hangs_under_v1() {
-    let (output, results) = support::run_scenario("delayed-produce-tv1", &[]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let run = std::fs::read_link(results.path().join("latest"))
-        .map(|target| results.path().join(target))
-        .expect("results/latest points at the run");
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run.join("report.json")).expect("report.json"),
-    )
-    .expect("report.json parses");
+    let (stdout, run, _results) = support::shown_scenario("delayed-produce-tv1");
+    let report = support::read_json(&run.join("report.json"));
     assert_eq!(report["verdict"], "invalid", "{stdout}");
     let bad = report["bad_kinds"].as_array().expect("bad_kinds");
     let aborted_read = bad.iter().any(|kind| kind == "aborted-read");
     let hanging = bad.iter().any(|kind| kind == "hanging-transaction");
     assert!(aborted_read || hanging, "{stdout}");
     if aborted_read {
-        // The witness names a transaction that ended `fail`: its own client saw it aborted.
-        assert!(stdout.contains("fail txn by process"), "{stdout}");
+        // The aborted read's witness names a transaction that ended `fail`: its own client
+        // saw it aborted.
+        let witness = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with("- aborted-read:"))
+            .unwrap_or_else(|| panic!("no aborted-read witness:\n{stdout}"));
+        assert!(witness.contains("fail txn by process"), "{witness}");
     }
 }

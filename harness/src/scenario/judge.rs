@@ -62,9 +62,10 @@ pub(super) fn judge(scenario: &Scenario, run_dir: &Path) -> anyhow::Result<Value
         .iter()
         .map(|expect| {
             let (holds, said) = match expect {
-                Expectation::Anomaly(kind) => (
-                    kind.split('|')
-                        .any(|kind| outcome.anomalies.contains_key(kind)),
+                Expectation::Anomaly(expected) => (
+                    expected
+                        .iter()
+                        .any(|kind| outcome.anomalies.contains_key(kind.as_str())),
                     format!("anomalies found: {}", kinds.join(", ")),
                 ),
                 Expectation::Lost => (

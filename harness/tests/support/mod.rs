@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use logjam_history::Op;
 use std::process::Command;
@@ -45,6 +45,31 @@ pub fn run_scenario(name: &str, extra: &[&str]) -> (std::process::Output, tempfi
         .output()
         .expect("logjam runs");
     (output, results)
+}
+
+/// Runs a shipped scenario as [`run_scenario`] and asserts it showed what it expects (exit 0);
+/// returns its stdout, its run directory, and the results directory holding it (keep it alive
+/// while the run is read).
+pub fn shown_scenario(name: &str) -> (String, PathBuf, tempfile::TempDir) {
+    let (output, results) = run_scenario(name, &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run = std::fs::read_link(results.path().join("latest"))
+        .map(|target| results.path().join(target))
+        .expect("results/latest points at the run");
+    (stdout, run, results)
+}
+
+/// A JSON file of a run (`report.json`, `scenario.json`, ...).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
 /// An op's value as JSON (nemesis ops carry objects: targets, started, ...).
