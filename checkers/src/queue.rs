@@ -11,6 +11,8 @@
 pub mod aborted;
 pub mod cycles;
 pub(crate) mod index;
+#[cfg(test)]
+mod index_tests;
 pub mod loss;
 pub mod offsets;
 pub mod ordering;

@@ -23,7 +23,7 @@ use logjam_history::{Key, OpIndex};
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind, OpRef, Relation};
 use crate::graph::explain::{self, Explainer};
 use crate::graph::{self, Edge, GraphStats, Hints, Step};
-use crate::queue::index::{KeyId, NO_INDEX, NO_OP, OpId, QueueIndex, ReadRecord, range};
+use crate::queue::index::{KeyId, NO_INDEX, NO_OP, OpId, QueueIndex, ReadRecord};
 
 /// Infers the edges, finds cycles through [`crate::graph`], reports them explained.
 pub(crate) fn check(index: &QueueIndex, ww_edges: bool, out: &mut Anomalies) -> GraphStats {
@@ -95,6 +95,7 @@ fn build_edges(
     }
     // Highest read index per key of the current op.
     let mut highest: Vec<(KeyId, u32)> = Vec::new();
+    let mut reads: Vec<ReadRecord> = Vec::new();
     // Per writer: the last op that read one of its records, and that record (key, index).
     // Stamped with the reader's id, so nothing is cleared between ops: O(1) per read even for
     // final polls that return a whole log.
@@ -106,7 +107,8 @@ fn build_edges(
             continue;
         }
         highest.clear();
-        let reads = &index.reads[range(&record.reads)];
+        reads.clear();
+        reads.extend(index.reads_of(id));
         let mut last_edge: Option<(OpId, KeyId)> = None;
         for (j, read) in reads.iter().enumerate() {
             match highest.iter_mut().find(|h| h.0 == read.key) {

@@ -11,7 +11,9 @@
 
 use std::ops::Range;
 
-use logjam_history::{CompletedOp, Function, Key, MicroOp, Offset, OpValue, Outcome, Value};
+use logjam_history::{
+    CompletedOp, Function, Key, MicroOp, Offset, OpValue, Outcome, Record, Value,
+};
 
 use crate::anomaly::OpRef;
 use crate::fxhash::FxHashMap;
@@ -26,13 +28,14 @@ pub(crate) const NO_INDEX: u32 = u32::MAX;
 /// Marker for "no op".
 pub(crate) const NO_OP: OpId = u32::MAX;
 
-/// One client op, compact: its micro-ops live in the flat `sends`/`reads` arrays.
+/// One client op, compact: its micro-ops live in the flat `sends` array and `reads` runs.
 pub(crate) struct OpRecord {
     /// The paired op minus its value (the value was flattened into sends and reads).
     pub op: CompletedOp,
     /// This op's sends, in micro-op order.
     pub sends: Range<u32>,
-    /// This op's reads (records returned by polls), in consumer order.
+    /// This op's reads (records returned by polls), in consumer order, as runs (positions in
+    /// `reads.runs`; empty when the op read nothing).
     pub reads: Range<u32>,
     /// True when the op must have taken effect: `ok`, or `info` with a sent value read by an ok op.
     pub committed: bool,
@@ -48,7 +51,37 @@ pub(crate) struct SendRecord {
     pub index: u32,
 }
 
-/// One record a poll returned.
+/// Records one poll returned from one key at consecutive offsets, stored without their
+/// values when each is its offset's representative (the first value observed there, so
+/// always, unless offsets are inconsistent). The reads of an hour's run are tens of millions
+/// of records, mostly the same offsets read again by each fresh consumer: as runs they take a
+/// few bytes per poll instead of 32 per record, so checking memory follows the writes and the
+/// polls, not the records read. [`QueueIndex::reads_of`] expands runs into [`ReadRecord`]s.
+pub(crate) struct ReadRun {
+    pub key: KeyId,
+    /// Records in the run (at least one).
+    pub len: u32,
+    pub first_offset: Offset,
+    /// Dense index of `first_offset` (resolved by `finish`); the run's records sit at
+    /// consecutive dense indices, since every offset between its first and last was observed.
+    pub first_index: u32,
+    /// Where the run's values start in `Runs::odd_values` when some value is not its
+    /// offset's representative, else `PLAIN`.
+    pub values: u32,
+}
+
+/// The reads of every op: runs, and the values of runs that are not plain.
+#[derive(Default)]
+pub(crate) struct Runs {
+    pub runs: Vec<ReadRun>,
+    /// See [`ReadRun::values`].
+    odd_values: Vec<Value>,
+}
+
+/// Marker for a run whose values are its offsets' representatives.
+const PLAIN: u32 = u32::MAX;
+
+/// One record a poll returned (expanded from a [`ReadRun`]).
 #[derive(Clone, Copy)]
 pub(crate) struct ReadRecord {
     pub key: KeyId,
@@ -123,7 +156,8 @@ impl KeyLog {
         }
     }
 
-    fn observe(&mut self, offset: Offset, value: Value, observer: OpId) {
+    /// Records `value` at `offset`; true when it is the offset's representative.
+    fn observe(&mut self, offset: Offset, value: Value, observer: OpId) -> bool {
         let slot = self.pending.get_or_insert_with(offset.0, || Slot {
             offset,
             value,
@@ -131,9 +165,13 @@ impl KeyLog {
             writer: NO_OP,
             others: Vec::new(),
         });
-        if slot.value != value && !slot.others.iter().any(|(v, _)| *v == value) {
+        if slot.value == value {
+            return true;
+        }
+        if !slot.others.iter().any(|(v, _)| *v == value) {
             slot.others.push((value, observer));
         }
+        false
     }
 
     /// The value at a dense index (its representative).
@@ -174,7 +212,8 @@ impl LogEnd {
 pub(crate) struct QueueIndex {
     pub ops: Vec<OpRecord>,
     pub sends: Vec<SendRecord>,
-    pub reads: Vec<ReadRecord>,
+    /// Every op's reads, as runs.
+    pub reads: Runs,
     pub keys: Vec<KeyLog>,
     key_ids: FxHashMap<Key, KeyId>,
     /// Values sent by more than one op: `(key, value, first writer, other writer)`.
@@ -193,7 +232,7 @@ impl QueueIndex {
         QueueIndex {
             ops: Vec::new(),
             sends: Vec::new(),
-            reads: Vec::new(),
+            reads: Runs::default(),
             keys: Vec::new(),
             key_ids: FxHashMap::default(),
             repeated_sends: Vec::new(),
@@ -242,7 +281,7 @@ impl QueueIndex {
             self.assignments.insert(id, keys.clone());
         }
         let sends_start = self.sends.len() as u32;
-        let reads_start = self.reads.len() as u32;
+        let reads_start = self.reads.runs.len() as u32;
         let value = std::mem::take(&mut op.value);
         for micro in value.micro_ops() {
             match micro {
@@ -272,8 +311,9 @@ impl QueueIndex {
                     for key_reads in reads {
                         let key_id = self.key_id(key_reads.key);
                         let log = &mut self.keys[key_id as usize];
-                        for record in &key_reads.records {
-                            log.observe(record.offset, record.value, id);
+                        let mut runs = RunBuilder::new(key_id);
+                        for (at, record) in key_reads.records.iter().enumerate() {
+                            let representative = log.observe(record.offset, record.value, id);
                             if op.outcome == Outcome::Ok {
                                 let info = log
                                     .values
@@ -282,14 +322,9 @@ impl QueueIndex {
                                     info.ok_reader = Some(id);
                                 }
                             }
-                            self.reads.push(ReadRecord {
-                                key: key_id,
-                                offset: record.offset,
-                                value: record.value,
-                                index: NO_INDEX,
-                                writer: NO_OP,
-                            });
+                            runs.push(&key_reads.records, at, representative, &mut self.reads);
                         }
+                        runs.end(&key_reads.records, &mut self.reads);
                     }
                 }
                 MicroOp::Poll { reads: None } => {}
@@ -299,7 +334,7 @@ impl QueueIndex {
         self.ops.push(OpRecord {
             op,
             sends: sends_start..self.sends.len() as u32,
-            reads: reads_start..self.reads.len() as u32,
+            reads: reads_start..self.reads.runs.len() as u32,
             committed,
         });
     }
@@ -354,19 +389,13 @@ impl QueueIndex {
             }
             log.log = slots;
         }
-        // 4. Resolve the dense index of every read and send.
-        for read in &mut self.reads {
-            let log = &self.keys[read.key as usize];
-            read.index = log
+        // 4. Resolve the dense index of every read run and send.
+        for run in &mut self.reads.runs {
+            run.first_index = self.keys[run.key as usize]
                 .index_of_offset
-                .get(read.offset.0)
+                .get(run.first_offset.0)
                 .copied()
                 .unwrap_or_else(|| unreachable!("every read offset was observed"));
-            read.writer = log
-                .values
-                .get(read.value.0)
-                .and_then(|v| v.writer)
-                .unwrap_or(NO_OP);
         }
         for send in &mut self.sends {
             let log = &self.keys[send.key as usize];
@@ -383,9 +412,32 @@ impl QueueIndex {
         &self.sends[range(&self.ops[id as usize].sends)]
     }
 
-    /// Reads of an op.
-    pub fn reads_of(&self, id: OpId) -> &[ReadRecord] {
-        &self.reads[range(&self.ops[id as usize].reads)]
+    /// Reads of an op, in consumer order (after `finish`).
+    pub fn reads_of(&self, id: OpId) -> impl Iterator<Item = ReadRecord> + '_ {
+        self.reads.runs[range(&self.ops[id as usize].reads)]
+            .iter()
+            .flat_map(move |run| (0..run.len).map(move |i| self.expand(run, i)))
+    }
+
+    /// Record `i` of a run.
+    fn expand(&self, run: &ReadRun, i: u32) -> ReadRecord {
+        let log = &self.keys[run.key as usize];
+        let index = run.first_index + i;
+        let slot = &log.log[index as usize];
+        let (value, writer) = if run.values == PLAIN {
+            (slot.value, slot.writer)
+        } else {
+            let value = self.reads.odd_values[(run.values + i) as usize];
+            let writer = log.values.get(value.0).and_then(|v| v.writer);
+            (value, writer.unwrap_or(NO_OP))
+        };
+        ReadRecord {
+            key: run.key,
+            offset: slot.offset,
+            value,
+            index,
+            writer,
+        }
     }
 
     /// The writer of a read if it must have committed.
@@ -418,11 +470,69 @@ impl QueueIndex {
         self.ops
             .iter()
             .filter(|r| r.op.outcome == Outcome::Ok)
-            .map(|r| u64::from(r.reads.end - r.reads.start))
+            .flat_map(|r| &self.reads.runs[range(&r.reads)])
+            .map(|run| u64::from(run.len))
             .sum()
     }
 }
 
 pub(crate) fn range(r: &Range<u32>) -> Range<usize> {
     r.start as usize..r.end as usize
+}
+
+/// Cuts one poll's records of one key into [`ReadRun`]s: a run ends where the next offset is
+/// not the previous plus one.
+struct RunBuilder {
+    key: KeyId,
+    /// The run being built: its first offset, its first record's position in the poll's
+    /// records, and its length.
+    first: Option<(Offset, usize)>,
+    len: u32,
+    plain: bool,
+}
+
+impl RunBuilder {
+    fn new(key: KeyId) -> RunBuilder {
+        RunBuilder {
+            key,
+            first: None,
+            len: 0,
+            plain: true,
+        }
+    }
+
+    /// Adds `records[at]`.
+    fn push(&mut self, records: &[Record], at: usize, representative: bool, index: &mut Runs) {
+        let offset = records[at].offset;
+        let next = self.first.map(|(first, _)| first.0 + i64::from(self.len));
+        if next != Some(offset.0) {
+            self.end(records, index);
+            self.first = Some((offset, at));
+        }
+        self.len += 1;
+        self.plain &= representative;
+    }
+
+    fn end(&mut self, records: &[Record], index: &mut Runs) {
+        let Some((first_offset, at)) = self.first.take() else {
+            return;
+        };
+        let values = if self.plain {
+            PLAIN
+        } else {
+            let start = index.odd_values.len() as u32;
+            let run = &records[at..at + self.len as usize];
+            index.odd_values.extend(run.iter().map(|r| r.value));
+            start
+        };
+        index.runs.push(ReadRun {
+            key: self.key,
+            len: self.len,
+            first_offset,
+            first_index: NO_INDEX,
+            values,
+        });
+        self.len = 0;
+        self.plain = true;
+    }
 }
