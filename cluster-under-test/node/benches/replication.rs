@@ -13,6 +13,8 @@
 //! the measuring time per row (default 5 s), `LOGJAM_BENCH_ROUNDS` the number of rounds
 //! (default 3), `LOGJAM_BENCH_PARTITIONS` the number of partitions and so of connections
 //! (default 4; the same for every row); every round starts fresh processes.
+//! `LOGJAM_NODE_BINARY` runs another build of `logjam-node`, for an A/B comparison of two
+//! builds under the same load.
 
 #[path = "../tests/common/mod.rs"]
 mod common;

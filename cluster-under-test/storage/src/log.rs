@@ -23,6 +23,7 @@ use crate::segment::LogSegment;
 use crate::topic_partition::TopicPartition;
 
 mod producer;
+mod sync;
 mod truncate;
 mod txn;
 mod validate;

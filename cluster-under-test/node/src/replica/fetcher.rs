@@ -244,7 +244,12 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                 let partition = Arc::clone(&entry.partition);
                 let (leader_epoch, fetch_offset) = (entry.leader_epoch, entry.fetch_offset);
                 let high_watermark = data.high_watermark;
-                let applied = tokio::task::spawn_blocking(move || {
+                // Most answers append without an fsync: apply them here, sparing a hand-off
+                // to a blocking thread and back per fetch.
+                let may_sync = entry
+                    .partition
+                    .apply_may_sync(diverging.is_some(), &records);
+                let apply = move || {
                     partition.apply_fetched(
                         leader_epoch,
                         fetch_offset,
@@ -252,8 +257,12 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                         &records,
                         high_watermark,
                     )
-                })
-                .await;
+                };
+                let applied = if may_sync {
+                    tokio::task::spawn_blocking(apply).await
+                } else {
+                    Ok(apply())
+                };
                 if let Ok(Err(error)) = applied {
                     tracing::error!(%leader, topic = %entry.topic, partition = entry.index,
                         %error, "cannot apply fetched data");

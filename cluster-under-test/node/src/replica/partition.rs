@@ -380,6 +380,22 @@ impl Partition {
         )
     }
 
+    /// True when [`Partition::apply_fetched`] of `records` could wait on the disk: a truncation
+    /// on a diverging epoch, or an append that may fsync
+    /// ([`logjam_storage::Log::append_may_sync`]). The fetcher applies the others on its async
+    /// worker, saving a thread hand-off per fetch.
+    pub fn apply_may_sync(&self, diverging: bool, records: &[u8]) -> bool {
+        if diverging {
+            return true;
+        }
+        let whole = logjam_storage::batch::complete_batches_len(records);
+        let first = logjam_storage::batch::batches(&records[..whole])
+            .next()
+            .and_then(Result::ok)
+            .map(|(_, header)| header.base_offset);
+        whole > 0 && self.lock().append_may_sync(whole, first)
+    }
+
     /// Applies one partition of a fetch response as a follower of `leader_epoch`: truncates on
     /// a diverging epoch, else appends the whole batches and takes the leader's high watermark
     /// (clamped to the own log end). Ignored when this replica no longer follows in that epoch

@@ -323,7 +323,12 @@ fn spawn(config_path: &Path, dir: &Path) -> Child {
         .append(true)
         .open(dir.join("node.log"))
         .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_logjam-node"))
+    // LOGJAM_NODE_BINARY runs another build of the node (a benchmark's A/B comparison).
+    let binary = std::env::var_os("LOGJAM_NODE_BINARY").map_or_else(
+        || env!("CARGO_BIN_EXE_logjam-node").into(),
+        std::path::PathBuf::from,
+    );
+    Command::new(binary)
         .arg("--config")
         .arg(config_path)
         .stdin(Stdio::null())

@@ -303,7 +303,8 @@ impl Partition {
         guard: Verified,
     ) -> Result<Appended, ResponseError> {
         let producer_batch = idempotent_batch(&records)?;
-        self.append_under_leadership(acks, move |partition, log, leader_epoch| {
+        let append_bytes = Some(records.len());
+        self.append_under_leadership(acks, append_bytes, move |partition, log, leader_epoch| {
             // The log owns the producer state (kafka-semantics.md §2) and records the batch
             // when it appends it.
             if let Some(batch) = &producer_batch {
@@ -361,13 +362,18 @@ impl Partition {
         .await
     }
 
-    /// Runs `append` on the log as the leader, off the async workers (fsync can happen inside
-    /// an append: flush.messages, segment roll), with leadership checked before and again
-    /// under the state lock held across the append; then moves the high watermark and wakes
-    /// waiters. acks=all first checks the ISR against the effective `min.insync.replicas`.
+    /// Runs `append` on the log as the leader, with leadership checked before and again under
+    /// the state lock held across the append; then moves the high watermark and wakes waiters.
+    /// acks=all first checks the ISR against the effective `min.insync.replicas`.
+    ///
+    /// An append of `append_bytes` that cannot fsync (no segment roll, no `flush.messages`:
+    /// [`logjam_storage::Log::append_may_sync`]) runs right here on the async worker; any other
+    /// (and every append with `append_bytes` `None`) runs off the workers. A hand-off to a
+    /// blocking thread and back per append was a large share of a node's CPU under acks=all.
     pub(super) async fn append_under_leadership<F>(
         self: Arc<Self>,
         acks: Acks,
+        append_bytes: Option<usize>,
         append: F,
     ) -> Result<Appended, ResponseError>
     where
@@ -383,29 +389,40 @@ impl Partition {
         if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
             return Err(ResponseError::NotEnoughReplicas);
         }
-        let partition = Arc::clone(&self);
-        let appended = tokio::task::spawn_blocking(move || {
-            // Leadership is checked again under the state lock, held across the append (Kafka's
-            // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
-            // between the check above and this append must not put a record of the old epoch
-            // after the start of the new one, which would rewrite the epoch cache.
-            let current = partition
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if current.leader.0 != partition.node_id || current.leader_epoch != leader_epoch {
-                return Err(ResponseError::NotLeaderOrFollower);
-            }
-            let mut log = partition.lock();
-            let appended = append(&partition, &mut log, leader_epoch)?;
-            drop(log);
-            drop(current);
-            partition.maybe_advance_high_watermark();
-            Ok::<_, ResponseError>(appended)
-        })
-        .await
-        .map_err(|_| ResponseError::UnknownServerError)??;
+        let inline = append_bytes.is_some_and(|bytes| !self.lock().append_may_sync(bytes, None));
+        let appended = if inline {
+            self.append_now(leader_epoch, append)?
+        } else {
+            let partition = Arc::clone(&self);
+            tokio::task::spawn_blocking(move || partition.append_now(leader_epoch, append))
+                .await
+                .map_err(|_| ResponseError::UnknownServerError)??
+        };
         self.notify();
+        Ok(appended)
+    }
+
+    /// The append itself, for [`Partition::append_under_leadership`].
+    fn append_now<F>(&self, leader_epoch: i32, append: F) -> Result<Appended, ResponseError>
+    where
+        F: FnOnce(&Partition, &mut logjam_storage::Log, i32) -> Result<Appended, ResponseError>,
+    {
+        // Leadership is checked again under the state lock, held across the append (Kafka's
+        // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
+        // between the check above and this append must not put a record of the old epoch after
+        // the start of the new one, which would rewrite the epoch cache.
+        let current = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if current.leader.0 != self.node_id || current.leader_epoch != leader_epoch {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        let mut log = self.lock();
+        let appended = append(self, &mut log, leader_epoch)?;
+        drop(log);
+        drop(current);
+        self.maybe_advance_high_watermark();
         Ok(appended)
     }
 

@@ -158,7 +158,7 @@ impl Partition {
         producer_epoch: i16,
         marker: EndTxnMarker,
     ) -> Result<Appended, ResponseError> {
-        self.append_under_leadership(Acks::All, move |partition, log, leader_epoch| {
+        self.append_under_leadership(Acks::All, None, move |partition, log, leader_epoch| {
             let info = log
                 .append_marker_as_leader(
                     producer_id,
@@ -201,7 +201,7 @@ impl Partition {
         producer_epoch: i16,
         verified: Verified,
     ) -> Result<Appended, ResponseError> {
-        self.append_under_leadership(Acks::All, move |partition, log, leader_epoch| {
+        self.append_under_leadership(Acks::All, None, move |partition, log, leader_epoch| {
             let entry = log.producer_state().entry(ProducerId(producer_id));
             if entry.is_some_and(|entry| entry.epoch.0 > producer_epoch) {
                 return Err(ResponseError::InvalidProducerEpoch);
