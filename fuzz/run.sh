@@ -5,6 +5,8 @@
 # fuzz/seeds/<target>; a crash, hang (over 10 s) or leak stops that target with its input in
 # fuzz/artifacts/<target>/ and makes the script exit 1. Prints executions and coverage (libFuzzer's
 # `cov`, edges reached, and `ft`, features) per target; full logs in fuzz/logs/.
+# FUZZ_RUNS=N stops each target after N executions instead (SECONDS still bounds it), e.g.
+# `FUZZ_RUNS=10000000 fuzz/run.sh 7200` for the ten-million-execution runs of issue 20.
 # Needs the nightly toolchain and cargo-fuzz; installs both when missing (skips, saying so, only
 # when rustup cannot install nightly). FUZZ_BUILD_FLAGS adds cargo-fuzz build flags: CI passes
 # `--dev --sanitizer none` so its short smoke run does not pay for an optimized AddressSanitizer
@@ -42,7 +44,7 @@ for target in "${targets[@]}"; do
     mkdir -p "corpus/$target" "seeds/$target"
     log="logs/$target.log"
     if cargo +nightly fuzz run ${FUZZ_BUILD_FLAGS:-} "$target" "corpus/$target" "seeds/$target" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=3072 -print_final_stats=1 \
+        -max_total_time="$seconds" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -timeout=10 -rss_limit_mb=3072 -print_final_stats=1 \
         >"$log" 2>&1; then
         result=ok
     else
