@@ -504,7 +504,9 @@ impl RunBuilder {
     /// Adds `records[at]`.
     fn push(&mut self, records: &[Record], at: usize, representative: bool, index: &mut Runs) {
         let offset = records[at].offset;
-        let next = self.first.map(|(first, _)| first.0 + i64::from(self.len));
+        let next = self
+            .first
+            .and_then(|(first, _)| first.0.checked_add(i64::from(self.len)));
         if next != Some(offset.0) {
             self.end(records, index);
             self.first = Some((offset, at));

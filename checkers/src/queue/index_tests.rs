@@ -8,10 +8,10 @@ use logjam_history::{
 
 use super::index::{NO_OP, QueueIndex};
 
-fn op(index: u64, f: Function, micro: Vec<MicroOp>) -> CompletedOp {
+fn op(index: u64, f: Function, outcome: Outcome, micro: Vec<MicroOp>) -> CompletedOp {
     CompletedOp {
         process: ProcessId(index),
-        outcome: Outcome::Ok,
+        outcome,
         f,
         invoke_index: OpIndex(2 * index),
         complete_index: Some(OpIndex(2 * index + 1)),
@@ -47,10 +47,17 @@ fn runs_expand_to_the_records_each_poll_returned() {
             value: Value(value),
             offset: Some(Offset(offset)),
         })
+        .chain(std::iter::once(MicroOp::Send {
+            key: Key(1),
+            value: Value(999),
+            offset: None,
+        }))
         .collect();
-    index.ingest(op(0, Function::Send, sends));
+    index.ingest(op(0, Function::Send, Outcome::Ok, sends));
     // A poll with a gap, a repeat, a step back, two keys and, at offset 5, a second value
-    // (inconsistent offsets), after an earlier poll fixed 105 as offset 5's representative.
+    // (inconsistent offsets, sent by op 0 too), after an earlier poll fixed 105 as offset 5's
+    // representative. The second poll ended `info`: its records count as observations all
+    // the same.
     let first = vec![(4, 104), (5, 105)];
     let second = vec![
         (0, 100),
@@ -70,7 +77,8 @@ fn runs_expand_to_the_records_each_poll_returned() {
         let micro = vec![MicroOp::Poll {
             reads: Some(reads.clone()),
         }];
-        index.ingest(op(1 + i as u64, Function::Poll, micro));
+        let outcome = [Outcome::Ok, Outcome::Info][i];
+        index.ingest(op(1 + i as u64, Function::Poll, outcome, micro));
     }
     index.finish();
     for (i, reads) in polls.iter().enumerate() {
@@ -92,8 +100,9 @@ fn runs_expand_to_the_records_each_poll_returned() {
     // Dense indices skip no offset that was observed: offset 3 was never observed.
     let dense: Vec<u32> = reads.iter().map(|r| r.index).collect();
     assert_eq!(dense, vec![0, 1, 2, 3, 4, 4, 1, 5, 0, 1]);
-    // Writers: the send op for key 1's own values; none for the value nobody sent.
+    // Writers: the send op for key 1's values, 999 included; none for key 2's, never sent.
     let writers: Vec<u32> = reads.iter().map(|r| r.writer).collect();
-    assert_eq!(writers, vec![0, 0, 0, 0, NO_OP, NO_OP, 0, 0, NO_OP, NO_OP]);
-    assert_eq!(index.ok_reads_count(), 12);
+    assert_eq!(writers, vec![0, 0, 0, 0, 0, 0, 0, 0, NO_OP, NO_OP]);
+    // Only the ok poll's records count as read by ok ops.
+    assert_eq!(index.ok_reads_count(), 2);
 }

@@ -514,9 +514,11 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        // logjam: the count comes off the wire; every record takes at least one byte, so reserve
-        // no more than the bytes left (a huge count asked the allocator for gigabytes and aborted).
-        records.reserve((batch_decode_info.record_count as usize).min(buf.remaining()));
+        // logjam: the count comes off the wire (a huge one asked the allocator for gigabytes and
+        // aborted the process). Every record takes at least 7 bytes; past a few thousand the
+        // vector grows as records actually decode (the bytes left may be a decompressed batch).
+        let fits = buf.remaining() / 7;
+        records.reserve((batch_decode_info.record_count as usize).min(fits).min(4096));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }

@@ -245,23 +245,32 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                 let (leader_epoch, fetch_offset) = (entry.leader_epoch, entry.fetch_offset);
                 let high_watermark = data.high_watermark;
                 // Most answers append without an fsync: apply them here, sparing a hand-off
-                // to a blocking thread and back per fetch.
-                let may_sync = entry
-                    .partition
-                    .apply_may_sync(diverging.is_some(), &records);
-                let apply = move || {
-                    partition.apply_fetched(
-                        leader_epoch,
-                        fetch_offset,
-                        diverging,
-                        &records,
-                        high_watermark,
-                    )
-                };
-                let applied = if may_sync {
-                    tokio::task::spawn_blocking(apply).await
-                } else {
-                    Ok(apply())
+                // to a blocking thread and back per fetch (yielding after each, so one large
+                // answer does not hold the worker); the rest go to a blocking thread.
+                let now = entry.partition.try_apply_fetched_now(
+                    leader_epoch,
+                    fetch_offset,
+                    diverging,
+                    &records,
+                    high_watermark,
+                );
+                let applied = match now {
+                    Some(applied) => {
+                        tokio::task::yield_now().await;
+                        Ok(applied)
+                    }
+                    None => {
+                        tokio::task::spawn_blocking(move || {
+                            partition.apply_fetched(
+                                leader_epoch,
+                                fetch_offset,
+                                diverging,
+                                &records,
+                                high_watermark,
+                            )
+                        })
+                        .await
+                    }
                 };
                 if let Ok(Err(error)) = applied {
                     tracing::error!(%leader, topic = %entry.topic, partition = entry.index,

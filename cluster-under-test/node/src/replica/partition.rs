@@ -380,20 +380,39 @@ impl Partition {
         )
     }
 
-    /// True when [`Partition::apply_fetched`] of `records` could wait on the disk: a truncation
-    /// on a diverging epoch, or an append that may fsync
-    /// ([`logjam_storage::Log::append_may_sync`]). The fetcher applies the others on its async
-    /// worker, saving a thread hand-off per fetch.
-    pub fn apply_may_sync(&self, diverging: bool, records: &[u8]) -> bool {
-        if diverging {
-            return true;
+    /// [`Partition::apply_fetched`] here and now, when it cannot wait on the disk: no
+    /// truncation (a diverging epoch), neither lock held elsewhere (a holder may be inside an
+    /// fsync), and an append that cannot fsync
+    /// ([`logjam_storage::Log::follower_append_may_sync`]). `None`: the caller applies it on a
+    /// blocking thread. The fetcher applies most answers this way, sparing a thread hand-off
+    /// per fetch.
+    pub fn try_apply_fetched_now(
+        &self,
+        leader_epoch: i32,
+        fetch_offset: i64,
+        diverging: Option<EpochEndOffset>,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Option<Result<(), String>> {
+        if diverging.is_some() {
+            return None;
         }
+        let state = try_lock(&self.state)?.clone();
+        if state.leader.0 == self.node_id || state.leader_epoch != leader_epoch {
+            return Some(Ok(()));
+        }
+        let mut log = try_lock(&self.log)?;
         let whole = logjam_storage::batch::complete_batches_len(records);
-        let first = logjam_storage::batch::batches(&records[..whole])
-            .next()
-            .and_then(Result::ok)
-            .map(|(_, header)| header.base_offset);
-        whole > 0 && self.lock().append_may_sync(whole, first)
+        if whole > 0 && log.follower_append_may_sync(&records[..whole]) {
+            return None;
+        }
+        Some(self.apply_fetched_locked(
+            &mut log,
+            fetch_offset,
+            None,
+            records,
+            leader_high_watermark,
+        ))
     }
 
     /// Applies one partition of a fetch response as a follower of `leader_epoch`: truncates on
@@ -416,6 +435,24 @@ impl Partition {
             return Ok(());
         }
         let mut log = self.lock();
+        self.apply_fetched_locked(
+            &mut log,
+            fetch_offset,
+            diverging,
+            records,
+            leader_high_watermark,
+        )
+    }
+
+    /// [`Partition::apply_fetched`] once the replica is known to follow in the answer's epoch.
+    fn apply_fetched_locked(
+        &self,
+        log: &mut logjam_storage::Log,
+        fetch_offset: i64,
+        diverging: Option<EpochEndOffset>,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<(), String> {
         if log.log_end_offset().0 != fetch_offset {
             return Ok(());
         }
@@ -534,6 +571,16 @@ impl Partition {
 
 /// The Kafka error for a storage or producer-state error code (`UNKNOWN_SERVER_ERROR` for a
 /// code this crate does not know).
+/// The guard of `mutex` when no one holds it (a poisoned lock is taken as is, as
+/// [`lock_log`] does); `None` when it is held.
+fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 pub(crate) fn kafka_error(code: i16) -> ResponseError {
     ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
 }

@@ -1,19 +1,52 @@
 //! Whether an append could wait on the disk: the node runs appends that cannot on its async
-//! workers and moves the others (a segment roll or a `flush.messages` flush fsyncs) to a
-//! blocking thread, so the common append costs no thread hand-off.
+//! workers and moves the others (a segment roll, a new epoch's checkpoint or a
+//! `flush.messages` flush fsyncs) to a blocking thread, so the common append costs no thread
+//! hand-off.
 
 use super::*;
 
 impl Log {
-    /// True when appending `append_bytes` bytes whose first batch starts at `first_offset`
-    /// (`None`: at the log end, as a leader's append) could fsync: it would roll a segment
-    /// (Kafka flushes the old one), replace an empty active segment, or `flush.messages` is
-    /// set below its never-flush default. A hint, not a promise: an append that fsyncs
-    /// anyway is still correct, only on the wrong kind of thread.
-    pub fn append_may_sync(&self, append_bytes: usize, first_offset: Option<Offset>) -> bool {
+    /// True when a leader's append of `append_bytes` bytes at `leader_epoch` could fsync: it
+    /// would roll a segment (Kafka flushes the old one), replace an empty active segment, start
+    /// a new epoch (the leader-epoch checkpoint is rewritten and synced), or `flush.messages` is
+    /// set below its never-flush default. A hint, not a promise: an append that fsyncs anyway
+    /// is still correct, only on the wrong kind of thread.
+    pub fn append_may_sync(&self, append_bytes: usize, leader_epoch: LeaderEpoch) -> bool {
+        self.may_sync(
+            append_bytes,
+            self.log_end_offset(),
+            leader_epoch != self.latest_epoch_or_none(),
+        )
+    }
+
+    /// [`Log::append_may_sync`] for a follower's append of `batches` (whole batches, as
+    /// [`Log::append_as_follower`] takes them): their own offsets and epochs decide. Bytes
+    /// that do not parse are left to the append to refuse, answered `true`.
+    pub fn follower_append_may_sync(&self, batches: &[u8]) -> bool {
+        let latest = self.latest_epoch_or_none();
+        let mut first = None;
+        for item in batch::batches(batches) {
+            let Ok((_, header)) = item else {
+                return true;
+            };
+            if header.partition_leader_epoch != latest {
+                return true;
+            }
+            first.get_or_insert(header.base_offset);
+        }
+        first.is_none_or(|first| self.may_sync(batches.len(), first, false))
+    }
+
+    /// The newest epoch in the epoch cache, or the undefined epoch -1 when it is empty (an
+    /// append at -1 records nothing, so compares equal).
+    fn latest_epoch_or_none(&self) -> LeaderEpoch {
+        self.latest_epoch().unwrap_or(LeaderEpoch(-1))
+    }
+
+    fn may_sync(&self, append_bytes: usize, first_offset: Offset, new_epoch: bool) -> bool {
         let active = self.active();
-        let first_offset = first_offset.unwrap_or_else(|| self.log_end_offset());
-        active.size().0 == 0
+        new_epoch
+            || active.size().0 == 0
             || first_offset != active.next_offset()
             || active.should_roll(append_bytes, first_offset, self.config.segment_bytes)
             || self.config.flush_interval_messages != i64::MAX
@@ -42,27 +75,36 @@ mod tests {
         let log = manager.create_log(tp, config).unwrap();
         let mut log = lock_log(&log);
         let record = batch(&[7; 100]);
+        let epoch = LeaderEpoch(0);
         // The first append replaces or starts the empty active segment.
-        assert!(log.append_may_sync(record.len(), None));
-        log.append_as_leader(&record, LeaderEpoch(0), 2_000)
-            .unwrap();
-        assert!(!log.append_may_sync(record.len(), None));
-        // A follower's batch that does not continue the log starts a new segment.
+        assert!(log.append_may_sync(record.len(), epoch));
+        log.append_as_leader(&record, epoch, 2_000).unwrap();
+        assert!(!log.append_may_sync(record.len(), epoch));
+        // A new epoch rewrites and syncs the leader-epoch checkpoint.
+        assert!(log.append_may_sync(record.len(), LeaderEpoch(1)));
+        // A follower's batches: their own offsets and epochs decide.
         let end = log.log_end_offset();
-        assert!(log.append_may_sync(record.len(), Some(crate::Offset(end.0 + 5))));
-        assert!(!log.append_may_sync(record.len(), Some(end)));
+        let at = |offset: i64, epoch: i32| {
+            let mut bytes = record.clone();
+            crate::batch::set_base_offset(&mut bytes, crate::Offset(offset));
+            crate::batch::set_partition_leader_epoch(&mut bytes, LeaderEpoch(epoch));
+            bytes
+        };
+        assert!(!log.follower_append_may_sync(&at(end.0, 0)));
+        assert!(
+            log.follower_append_may_sync(&at(end.0 + 5, 0)),
+            "a jump starts a segment"
+        );
+        assert!(log.follower_append_may_sync(&at(end.0, 1)), "a new epoch");
+        assert!(log.follower_append_may_sync(b"not a batch"));
         // One that would not fit in the segment rolls it.
-        assert!(log.append_may_sync(4096, None));
+        assert!(log.append_may_sync(4096, epoch));
         // Appending until the predicate says yes, the next append rolls.
-        while !log.append_may_sync(record.len(), None) {
-            let info = log
-                .append_as_leader(&record, LeaderEpoch(0), 2_000)
-                .unwrap();
+        while !log.append_may_sync(record.len(), epoch) {
+            let info = log.append_as_leader(&record, epoch, 2_000).unwrap();
             assert!(!info.rolled && !info.flushed);
         }
-        let info = log
-            .append_as_leader(&record, LeaderEpoch(0), 2_000)
-            .unwrap();
+        let info = log.append_as_leader(&record, epoch, 2_000).unwrap();
         assert!(info.rolled);
     }
 
@@ -81,6 +123,6 @@ mod tests {
         let record = batch(b"v");
         log.append_as_leader(&record, LeaderEpoch(0), 2_000)
             .unwrap();
-        assert!(log.append_may_sync(record.len(), None));
+        assert!(log.append_may_sync(record.len(), LeaderEpoch(0)));
     }
 }

@@ -3,7 +3,7 @@
 //! producer's checks, and where a parked acks=all produce stands.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
@@ -19,7 +19,7 @@ use crate::replica::{invariants, now_ms};
 use logjam_storage::{ProducerBatch, Verdict};
 
 use super::txn::{Verified, guard_holds, open_epoch, txn_refusal};
-use super::{Acks, Appended, IsrChange, Partition};
+use super::{Acks, Appended, IsrChange, Partition, try_lock};
 
 /// An AlterPartition in flight (Kafka's `PendingExpandIsr` / `PendingShrinkIsr`).
 #[derive(Debug, Clone)]
@@ -366,10 +366,11 @@ impl Partition {
     /// the state lock held across the append; then moves the high watermark and wakes waiters.
     /// acks=all first checks the ISR against the effective `min.insync.replicas`.
     ///
-    /// An append of `append_bytes` that cannot fsync (no segment roll, no `flush.messages`:
-    /// [`logjam_storage::Log::append_may_sync`]) runs right here on the async worker; any other
-    /// (and every append with `append_bytes` `None`) runs off the workers. A hand-off to a
-    /// blocking thread and back per append was a large share of a node's CPU under acks=all.
+    /// An append of `append_bytes` runs right here on the async worker when both locks are
+    /// free and it cannot fsync ([`logjam_storage::Log::append_may_sync`], asked under the
+    /// locks); any other, and every append with `append_bytes` `None`, runs off the workers. A
+    /// hand-off to a blocking thread and back per append was a large share of a node's CPU
+    /// under acks=all.
     pub(super) async fn append_under_leadership<F>(
         self: Arc<Self>,
         acks: Acks,
@@ -389,21 +390,63 @@ impl Partition {
         if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
             return Err(ResponseError::NotEnoughReplicas);
         }
-        let inline = append_bytes.is_some_and(|bytes| !self.lock().append_may_sync(bytes, None));
-        let appended = if inline {
-            self.append_now(leader_epoch, append)?
-        } else {
-            let partition = Arc::clone(&self);
-            tokio::task::spawn_blocking(move || partition.append_now(leader_epoch, append))
-                .await
-                .map_err(|_| ResponseError::UnknownServerError)??
+        let append = match append_bytes {
+            Some(bytes) => match self.append_inline(leader_epoch, bytes, append) {
+                Ok(appended) => {
+                    self.notify();
+                    return appended;
+                }
+                Err(append) => append,
+            },
+            None => append,
         };
+        let partition = Arc::clone(&self);
+        let appended = tokio::task::spawn_blocking(move || {
+            let state = partition
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let log = partition.lock();
+            partition.append_now(state, log, leader_epoch, append)
+        })
+        .await
+        .map_err(|_| ResponseError::UnknownServerError)??;
         self.notify();
         Ok(appended)
     }
 
-    /// The append itself, for [`Partition::append_under_leadership`].
-    fn append_now<F>(&self, leader_epoch: i32, append: F) -> Result<Appended, ResponseError>
+    /// [`Partition::append_now`] on this thread when neither lock is held elsewhere (a holder
+    /// may be inside an fsync) and the append cannot fsync; else `append` comes back.
+    #[allow(clippy::type_complexity)]
+    fn append_inline<F>(
+        &self,
+        leader_epoch: i32,
+        append_bytes: usize,
+        append: F,
+    ) -> Result<Result<Appended, ResponseError>, F>
+    where
+        F: FnOnce(&Partition, &mut logjam_storage::Log, i32) -> Result<Appended, ResponseError>,
+    {
+        let Some(state) = try_lock(&self.state) else {
+            return Err(append);
+        };
+        let Some(log) = try_lock(&self.log) else {
+            return Err(append);
+        };
+        if log.append_may_sync(append_bytes, LeaderEpoch(leader_epoch)) {
+            return Err(append);
+        }
+        Ok(self.append_now(state, log, leader_epoch, append))
+    }
+
+    /// The append itself, under both locks, for [`Partition::append_under_leadership`].
+    fn append_now<F>(
+        &self,
+        current: MutexGuard<'_, PartitionState>,
+        mut log: MutexGuard<'_, logjam_storage::Log>,
+        leader_epoch: i32,
+        append: F,
+    ) -> Result<Appended, ResponseError>
     where
         F: FnOnce(&Partition, &mut logjam_storage::Log, i32) -> Result<Appended, ResponseError>,
     {
@@ -411,14 +454,9 @@ impl Partition {
         // leaderIsrUpdateLock; lock order state → log, as in `apply_state`): a leader change
         // between the check above and this append must not put a record of the old epoch after
         // the start of the new one, which would rewrite the epoch cache.
-        let current = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if current.leader.0 != self.node_id || current.leader_epoch != leader_epoch {
             return Err(ResponseError::NotLeaderOrFollower);
         }
-        let mut log = self.lock();
         let appended = append(self, &mut log, leader_epoch)?;
         drop(log);
         drop(current);
