@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use manager::{IsrChangeReceiver, ReplicaManager};
 pub use partition::{
-    Acks, Appended, Ask, ConsumerRead, FollowerRead, Isolation, IsrChange, Partition,
+    Acks, Appended, Ask, ConsumerRead, Fetched, FollowerRead, Isolation, IsrChange, Partition,
     PartitionOffsets, TxnCheck, Verified,
 };
 

@@ -22,7 +22,7 @@ use logjam_node::metadata::{
     BrokerId, LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRecord,
 };
 use logjam_node::replica::manager::broker_log_config;
-use logjam_node::replica::{Partition, ReplicaManager};
+use logjam_node::replica::{Fetched, Partition, ReplicaManager};
 use logjam_storage::LogManager;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -397,13 +397,13 @@ fn replicate(leader: &Partition, follower: &Partition, follower_id: i32) {
         .read_for_follower(fetch_offset, last_fetched_epoch, 1 << 20, true)
         .unwrap();
     follower
-        .apply_fetched(
-            leader.leader_epoch(),
+        .apply_fetched(&Fetched {
+            leader_epoch: leader.leader_epoch(),
             fetch_offset,
-            read.diverging,
-            &read.records,
-            read.high_watermark,
-        )
+            diverging: read.diverging,
+            records: read.records,
+            high_watermark: read.high_watermark,
+        })
         .unwrap();
     let (fetched_to, _, _) = follower.follower_fetch_position();
     let _ = leader.record_follower_fetch(BrokerId(follower_id), fetched_to, true);

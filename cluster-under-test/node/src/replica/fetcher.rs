@@ -26,7 +26,7 @@ use crate::controller::Quorum;
 use crate::metadata::BrokerId;
 use crate::network::NodeClient;
 use crate::replica::alter_partition::send_alter_partition;
-use crate::replica::{Partition, ReplicaManager};
+use crate::replica::{Fetched, Partition, ReplicaManager};
 
 /// The Fetch version replica fetchers speak: 12 is the first with `LastFetchedEpoch` and
 /// `DivergingEpoch`, and still names topics.
@@ -240,36 +240,24 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                         leader_epoch: LeaderEpoch(data.diverging_epoch.epoch),
                         end_offset: Offset(data.diverging_epoch.end_offset),
                     });
-                let records = data.records.unwrap_or_default();
-                let partition = Arc::clone(&entry.partition);
-                let (leader_epoch, fetch_offset) = (entry.leader_epoch, entry.fetch_offset);
-                let high_watermark = data.high_watermark;
+                let fetched = Fetched {
+                    leader_epoch: entry.leader_epoch,
+                    fetch_offset: entry.fetch_offset,
+                    diverging,
+                    records: data.records.unwrap_or_default(),
+                    high_watermark: data.high_watermark,
+                };
                 // Most answers append without an fsync: apply them here, sparing a hand-off
                 // to a blocking thread and back per fetch (yielding after each, so one large
                 // answer does not hold the worker); the rest go to a blocking thread.
-                let now = entry.partition.try_apply_fetched_now(
-                    leader_epoch,
-                    fetch_offset,
-                    diverging,
-                    &records,
-                    high_watermark,
-                );
-                let applied = match now {
+                let applied = match entry.partition.try_apply_fetched_now(&fetched) {
                     Some(applied) => {
                         tokio::task::yield_now().await;
                         Ok(applied)
                     }
                     None => {
-                        tokio::task::spawn_blocking(move || {
-                            partition.apply_fetched(
-                                leader_epoch,
-                                fetch_offset,
-                                diverging,
-                                &records,
-                                high_watermark,
-                            )
-                        })
-                        .await
+                        let partition = Arc::clone(&entry.partition);
+                        tokio::task::spawn_blocking(move || partition.apply_fetched(&fetched)).await
                     }
                 };
                 if let Ok(Err(error)) = applied {

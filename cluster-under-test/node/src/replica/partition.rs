@@ -74,6 +74,22 @@ pub struct FollowerRead {
     pub diverging: Option<EpochEndOffset>,
 }
 
+/// One partition of a leader's fetch answer, as a follower applies it
+/// ([`Partition::apply_fetched`]).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The leader epoch the fetch was sent in.
+    pub leader_epoch: i32,
+    /// The follower's log end when it sent the fetch.
+    pub fetch_offset: i64,
+    /// Where the follower's log diverges, if the leader said so.
+    pub diverging: Option<EpochEndOffset>,
+    /// Record batches, possibly ending with a partial one.
+    pub records: Bytes,
+    /// The leader's high watermark.
+    pub high_watermark: i64,
+}
+
 /// An ISR change the leader wants the controller to commit (AlterPartition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrChange {
@@ -386,77 +402,50 @@ impl Partition {
     /// ([`logjam_storage::Log::follower_append_may_sync`]). `None`: the caller applies it on a
     /// blocking thread. The fetcher applies most answers this way, sparing a thread hand-off
     /// per fetch.
-    pub fn try_apply_fetched_now(
-        &self,
-        leader_epoch: i32,
-        fetch_offset: i64,
-        diverging: Option<EpochEndOffset>,
-        records: &[u8],
-        leader_high_watermark: i64,
-    ) -> Option<Result<(), String>> {
-        if diverging.is_some() {
+    pub fn try_apply_fetched_now(&self, fetched: &Fetched) -> Option<Result<(), String>> {
+        if fetched.diverging.is_some() {
             return None;
         }
-        let state = try_lock(&self.state)?.clone();
-        if state.leader.0 == self.node_id || state.leader_epoch != leader_epoch {
+        if !self.follows_in(&*try_lock(&self.state)?, fetched.leader_epoch) {
             return Some(Ok(()));
         }
         let mut log = try_lock(&self.log)?;
-        let whole = logjam_storage::batch::complete_batches_len(records);
-        if whole > 0 && log.follower_append_may_sync(&records[..whole]) {
+        let whole = logjam_storage::batch::complete_batches_len(&fetched.records);
+        if whole > 0 && log.follower_append_may_sync(&fetched.records[..whole]) {
             return None;
         }
-        Some(self.apply_fetched_locked(
-            &mut log,
-            fetch_offset,
-            None,
-            records,
-            leader_high_watermark,
-        ))
+        Some(self.apply_fetched_locked(&mut log, fetched))
     }
 
-    /// Applies one partition of a fetch response as a follower of `leader_epoch`: truncates on
-    /// a diverging epoch, else appends the whole batches and takes the leader's high watermark
-    /// (clamped to the own log end). Ignored when this replica no longer follows in that epoch
-    /// or its log end moved since the request.
+    /// Applies one partition of a fetch response as a follower of its leader epoch: truncates
+    /// on a diverging epoch, else appends the whole batches and takes the leader's high
+    /// watermark (clamped to the own log end). Ignored when this replica no longer follows in
+    /// that epoch or its log end moved since the request.
     ///
     /// # Errors
     /// A storage error message.
-    pub fn apply_fetched(
-        &self,
-        leader_epoch: i32,
-        fetch_offset: i64,
-        diverging: Option<EpochEndOffset>,
-        records: &[u8],
-        leader_high_watermark: i64,
-    ) -> Result<(), String> {
-        let state = self.state();
-        if state.leader.0 == self.node_id || state.leader_epoch != leader_epoch {
+    pub fn apply_fetched(&self, fetched: &Fetched) -> Result<(), String> {
+        if !self.follows_in(&self.state(), fetched.leader_epoch) {
             return Ok(());
         }
-        let mut log = self.lock();
-        self.apply_fetched_locked(
-            &mut log,
-            fetch_offset,
-            diverging,
-            records,
-            leader_high_watermark,
-        )
+        self.apply_fetched_locked(&mut self.lock(), fetched)
+    }
+
+    /// True when this replica is a follower in `leader_epoch`.
+    fn follows_in(&self, state: &PartitionState, leader_epoch: i32) -> bool {
+        state.leader.0 != self.node_id && state.leader_epoch == leader_epoch
     }
 
     /// [`Partition::apply_fetched`] once the replica is known to follow in the answer's epoch.
     fn apply_fetched_locked(
         &self,
         log: &mut logjam_storage::Log,
-        fetch_offset: i64,
-        diverging: Option<EpochEndOffset>,
-        records: &[u8],
-        leader_high_watermark: i64,
+        fetched: &Fetched,
     ) -> Result<(), String> {
-        if log.log_end_offset().0 != fetch_offset {
+        if log.log_end_offset().0 != fetched.fetch_offset {
             return Ok(());
         }
-        if let Some(diverging) = diverging {
+        if let Some(diverging) = fetched.diverging {
             let own = log.end_offset_for_epoch(diverging.leader_epoch);
             let (offset, complete) =
                 follower_truncation_offset(diverging, own, log.log_end_offset());
@@ -479,12 +468,13 @@ impl Partition {
             // The log reloaded its producer state from a snapshot at or below the cut.
             return Ok(());
         }
+        let records = &fetched.records;
         let whole = logjam_storage::batch::complete_batches_len(records);
         if whole > 0 {
             log.append_as_follower(&records[..whole], now_ms())
                 .map_err(|error| error.to_string())?;
         }
-        let high_watermark = Offset(leader_high_watermark).min(log.log_end_offset());
+        let high_watermark = Offset(fetched.high_watermark).min(log.log_end_offset());
         if high_watermark >= Offset(0) {
             invariants::check_high_watermark(
                 &self.topic_partition,

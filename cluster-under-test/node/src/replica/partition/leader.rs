@@ -390,27 +390,26 @@ impl Partition {
         if acks == Acks::All && state.isr.len() < self.effective_min_isr(&state) {
             return Err(ResponseError::NotEnoughReplicas);
         }
-        let append = match append_bytes {
-            Some(bytes) => match self.append_inline(leader_epoch, bytes, append) {
-                Ok(appended) => {
-                    self.notify();
-                    return appended;
-                }
-                Err(append) => append,
-            },
-            None => append,
+        let inline = match append_bytes {
+            Some(bytes) => self.append_inline(leader_epoch, bytes, append),
+            None => Err(append),
         };
-        let partition = Arc::clone(&self);
-        let appended = tokio::task::spawn_blocking(move || {
-            let state = partition
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let log = partition.lock();
-            partition.append_now(state, log, leader_epoch, append)
-        })
-        .await
-        .map_err(|_| ResponseError::UnknownServerError)??;
+        let appended = match inline {
+            Ok(appended) => appended?,
+            Err(append) => {
+                let partition = Arc::clone(&self);
+                tokio::task::spawn_blocking(move || {
+                    let state = partition
+                        .state
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let log = partition.lock();
+                    partition.append_now(state, log, leader_epoch, append)
+                })
+                .await
+                .map_err(|_| ResponseError::UnknownServerError)??
+            }
+        };
         self.notify();
         Ok(appended)
     }
