@@ -23,6 +23,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+mod buffer;
 pub mod group;
 pub mod isolation;
 mod positions;
@@ -114,6 +115,8 @@ pub struct Consumer {
     group: Option<Box<group::coordinator::GroupState>>,
     /// What fetches covered since the last `take_fetch_ranges`, per partition.
     fetched: BTreeMap<TopicPartition, FetchRange>,
+    /// The rest of fetch answers one poll could not return, for the next (`buffer.rs`).
+    kept: BTreeMap<TopicPartition, buffer::Kept>,
 }
 
 impl Consumer {
@@ -143,6 +146,7 @@ impl Consumer {
             unanswered: HashMap::new(),
             group: None,
             fetched: BTreeMap::new(),
+            kept: BTreeMap::new(),
         }
     }
 
@@ -242,6 +246,10 @@ impl Consumer {
             Ok(Ok(false)) | Err(_) => return Ok(Vec::new()),
             Ok(Err(error)) => return Err(error),
         }
+        // As Kafka's consumer: what earlier answers left is returned before fetching again.
+        if let Some(records) = self.take_kept() {
+            return Ok(records);
+        }
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         let max_wait = remaining.min(self.config.fetch_max_wait);
         let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, Offset, LeaderEpoch)>> =
@@ -296,6 +304,8 @@ impl Consumer {
             Ok(records) => Ok(records),
             Err(error) => {
                 self.fetched = fetched;
+                // Nothing was kept when the fetches started (kept data is served first).
+                self.kept.clear();
                 for (tp, position, last_record_epoch) in saved {
                     if let Some(state) = self.partitions.get_mut(&tp) {
                         state.position = position;
@@ -403,20 +413,23 @@ impl Consumer {
                     let tp = TopicPartition::new(name.clone(), partition.partition_index);
                     match partition.error_code {
                         0 => {
-                            let aborted = isolation_aborted(&partition);
+                            let Some(&leader_epoch) = epochs.get(&tp) else {
+                                continue;
+                            };
+                            let filter = AbortedTransactionFilter::new(
+                                self.config.isolation_level,
+                                isolation_aborted(&partition),
+                            );
+                            let answer = buffer::Answer {
+                                last_stable_offset: partition.last_stable_offset,
+                                high_watermark: partition.high_watermark,
+                                leader_epoch,
+                            };
                             let from = self.position(&tp);
-                            self.take_records(&tp, partition.records, aborted, &mut records);
-                            if let (Some(from), Some(to), Some(&leader_epoch)) =
-                                (from, self.position(&tp), epochs.get(&tp))
-                            {
-                                let answer = FetchRange {
-                                    from,
-                                    to,
-                                    last_stable_offset: partition.last_stable_offset,
-                                    high_watermark: partition.high_watermark,
-                                    leader_epoch,
-                                };
-                                self.note_fetch(&tp, from, to, answer);
+                            let data = partition.records.unwrap_or_default();
+                            self.take_records(&tp, data, filter, answer, &mut records);
+                            if let (Some(from), Some(to)) = (from, self.position(&tp)) {
+                                self.note_fetch(&tp, from, to, answer.range(from, to));
                             }
                         }
                         1 => self.out_of_range(&tp)?,
@@ -486,14 +499,18 @@ impl Consumer {
             .with_topics(topics)
     }
 
+    /// Returns `tp`'s records from fetched `data` into `out`, up to `max.poll.records` in
+    /// all, moving its position; what the limit leaves is kept for the next polls
+    /// (`buffer.rs`).
     fn take_records(
         &mut self,
         tp: &TopicPartition,
-        data: Option<Bytes>,
-        aborted: Vec<(i64, i64)>,
+        data: Bytes,
+        mut filter: AbortedTransactionFilter,
+        answer: buffer::Answer,
         out: &mut Vec<ConsumerRecord>,
     ) {
-        let Some(data) = data else { return };
+        let limit = self.config.max_poll_records;
         let Some(state) = self.partitions.get_mut(tp) else {
             return;
         };
@@ -502,49 +519,58 @@ impl Consumer {
         };
         // A fetch may end in a partial batch (a broker cuts by bytes): keep every batch before
         // the first that does not decode, instead of dropping the whole response and stalling.
-        let batches = isolation::decode_batches(data, tp);
-        let mut filter = AbortedTransactionFilter::new(self.config.isolation_level, aborted);
-        let limit = self.config.max_poll_records;
-        let mut records = Vec::new();
-        for batch in batches {
-            if out.len() + records.len() >= limit {
+        let mut batches = isolation::decode_batches(data, tp);
+        let mut rest = None;
+        'batches: loop {
+            let start = batches.rest();
+            if out.len() >= limit {
+                rest = Some(start);
                 break;
             }
-            match filter.verdict(&batch) {
-                BatchVerdict::Deliver => records.extend(batch.records),
+            let Some(batch) = batches.next() else { break };
+            // Asked again for a batch it let through (kept after returning part of it), the
+            // filter answers the same: deliver.
+            let records = match filter.verdict(&batch) {
+                BatchVerdict::Deliver => batch.records,
                 // Skipped whole (aborted data, markers): the position moves past it.
                 BatchVerdict::SkipAborted | BatchVerdict::SkipControl => {
-                    records.push(skipped_batch_end(batch.last_offset));
+                    vec![skipped_batch_end(batch.last_offset)]
                 }
-            }
-        }
-        for record in records {
-            if record.control || record.offset < position.0 {
-                if record.control && record.offset >= position.0 {
-                    position = Offset(record.offset + 1);
+            };
+            for record in records {
+                if record.control || record.offset < position.0 {
+                    if record.control && record.offset >= position.0 {
+                        position = Offset(record.offset + 1);
+                    }
+                    continue;
                 }
-                continue;
+                if out.len() >= limit {
+                    // Kept from this batch's start; its records below the position are
+                    // skipped again when it is decoded next.
+                    rest = Some(start);
+                    break 'batches;
+                }
+                position = Offset(record.offset + 1);
+                state.last_record_epoch = Some(LeaderEpoch(record.partition_leader_epoch));
+                out.push(ConsumerRecord {
+                    partition: tp.clone(),
+                    offset: Offset(record.offset),
+                    leader_epoch: LeaderEpoch(record.partition_leader_epoch),
+                    timestamp_ms: record.timestamp,
+                    key: record.key,
+                    value: record.value,
+                    headers: record
+                        .headers
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect(),
+                });
             }
-            if out.len() >= limit {
-                break;
-            }
-            position = Offset(record.offset + 1);
-            state.last_record_epoch = Some(LeaderEpoch(record.partition_leader_epoch));
-            out.push(ConsumerRecord {
-                partition: tp.clone(),
-                offset: Offset(record.offset),
-                leader_epoch: LeaderEpoch(record.partition_leader_epoch),
-                timestamp_ms: record.timestamp,
-                key: record.key,
-                value: record.value,
-                headers: record
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
-            });
         }
         state.position = Some(position);
+        if let Some(rest) = rest {
+            self.keep(tp, rest, filter, answer);
+        }
     }
 }
 

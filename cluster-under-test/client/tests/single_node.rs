@@ -132,6 +132,66 @@ async fn produce_and_consume_round_trip_with_acks_all() {
     }
 }
 
+/// Goal: as Kafka's consumer, a poll capped by `max.poll.records` keeps the rest of its fetch
+/// answer and serves the next polls from it without fetching again: with the broker killed
+/// after the first poll, the next polls still return every remaining record, in order, once.
+/// A seek drops what was kept: a consumer sought back returns nothing from the dead broker
+/// rather than the kept records after its old position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_are_served_from_the_rest_of_a_fetch_until_a_seek() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = NodeProcess::start(dir.path(), "");
+    create(&node, "kept", 1).await;
+    let producer = producer(&node, &[("acks", "all"), ("linger.ms", "5")]);
+    let mut futures = Vec::new();
+    for i in 0..1000u32 {
+        let record = ProducerRecord::new("kept", Bytes::from(format!("value-{i}")));
+        futures.push(producer.send(record).await.unwrap());
+    }
+    for future in futures {
+        future.await.unwrap();
+    }
+    producer.close().await;
+    let tp = TopicPartition::new("kept", 0);
+    let capped = || {
+        let mut consumer = Consumer::from_properties([
+            ("bootstrap.servers", node.bootstrap().as_str()),
+            ("max.poll.records", "100"),
+        ])
+        .unwrap();
+        consumer.assign([tp.clone()]);
+        consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+        consumer
+    };
+    let (mut kept, mut sought) = (capped(), capped());
+    let first = kept.poll(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first.len(), 100, "the first poll returns max.poll.records");
+    assert_eq!(
+        sought.poll(Duration::from_secs(10)).await.unwrap().len(),
+        100
+    );
+    sought.seek(&tp, SeekTo::Offset(Offset(50))).unwrap();
+    node.kill();
+    let mut offsets: Vec<i64> = first.iter().map(|r| r.offset.0).collect();
+    for _ in 0..9 {
+        let records = kept.poll(Duration::from_millis(500)).await.unwrap();
+        assert_eq!(records.len(), 100, "served from the kept answer");
+        offsets.extend(records.iter().map(|r| r.offset.0));
+    }
+    assert_eq!(offsets, (0..1000).collect::<Vec<i64>>());
+    assert_eq!(kept.position(&tp), Some(Offset(1000)));
+    let after_seek = sought
+        .poll(Duration::from_millis(500))
+        .await
+        .unwrap_or_default();
+    assert!(
+        after_seek.is_empty(),
+        "kept records served after a seek: {:?}",
+        after_seek.iter().map(|r| r.offset.0).collect::<Vec<_>>()
+    );
+    assert_eq!(sought.position(&tp), Some(Offset(50)));
+}
+
 /// acks=0 and acks=1 also deliver; acks=0 reports no offset (only written to the socket).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_zero_has_no_offsets_and_acks_one_does() {

@@ -50,6 +50,7 @@ pub(super) fn queue(args: &RunArgs, settings: &Settings, bootstrap: &str) -> Que
         producer,
         consumer,
         poll_timeout: Duration::from_millis(100),
+        crash_keep: logjam_workloads::queue::crash_keep(args.rate),
         send_timeout: settings.delivery_timeout() + SEND_GRACE,
         final_read_grace: logjam_workloads::queue::FINAL_READ_GRACE,
     })

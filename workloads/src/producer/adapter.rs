@@ -95,6 +95,7 @@ impl Workload for ProducerWorkload {
             producer: self.settings.producer.clone(),
             consumer: self.settings.consumer.clone(),
             poll_timeout: Duration::from_millis(100),
+            crash_keep: 1.0,
             send_timeout: self.settings.send_timeout,
             final_read_grace: crate::queue::FINAL_READ_GRACE,
         };

@@ -83,7 +83,7 @@ impl Workload for QueueWorkload {
 
     fn generator(&self, seed: u64) -> QueueGenerator {
         // One generator for the whole run: values are unique because it alone draws them.
-        QueueGenerator::new(seed, 0, self.settings.keys)
+        QueueGenerator::new(seed, 0, self.settings.keys).with_crash_keep(self.settings.crash_keep)
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> QueueClient {

@@ -75,6 +75,8 @@ pub struct QueueGenerator {
     process: i64,
     keys: u32,
     sent: i64,
+    /// The share of crash draws kept (see [`QueueSettings::crash_keep`]).
+    crash_keep: f64,
 }
 
 impl QueueGenerator {
@@ -86,10 +88,19 @@ impl QueueGenerator {
             process: process as i64 % MAX_PROCESSES,
             keys: keys.max(1),
             sent: 0,
+            crash_keep: 1.0,
         }
     }
 
-    /// The next operation: half sends, about 45% polls, 4% re-assignments, 1% crashes.
+    /// Keeps only this share of the crash draws (see [`QueueSettings::crash_keep`]); the others
+    /// are drawn again as another op. At 1 (the default) the draws are exactly as without it.
+    pub fn with_crash_keep(mut self, keep: f64) -> QueueGenerator {
+        self.crash_keep = keep.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The next operation: half sends, about 45% polls, 4% re-assignments, 1% crashes (fewer
+    /// with [`QueueGenerator::with_crash_keep`]).
     pub fn next_invocation(&mut self) -> Invocation {
         let roll: u32 = self.rng.random_range(0..100);
         match roll {
@@ -110,7 +121,10 @@ impl QueueGenerator {
                 let keys = if keys.is_empty() { vec![Key(0)] } else { keys };
                 Invocation::Assign { keys }
             }
-            _ => Invocation::Crash,
+            _ if self.crash_keep >= 1.0 || self.rng.random_bool(self.crash_keep) => {
+                Invocation::Crash
+            }
+            _ => self.next_invocation(),
         }
     }
 }
@@ -136,6 +150,9 @@ pub struct QueueSettings {
     pub consumer: Vec<(String, String)>,
     /// How long one poll waits for records.
     pub poll_timeout: Duration,
+    /// The share of the generator's crash draws (1% of ops) kept: [`crash_keep`] of the run's
+    /// rate.
+    pub crash_keep: f64,
     /// How long a send may take before it is recorded as indeterminate.
     pub send_timeout: Duration,
     /// How long the final reads go on at the end the cluster reports while acknowledged
@@ -143,6 +160,26 @@ pub struct QueueSettings {
     /// last stable offset an open transaction holds until its coordinator aborts it
     /// ([`FINAL_READ_GRACE`] unless the workload needs longer).
     pub final_read_grace: Duration,
+}
+
+/// Up to this rate (ops/s) every crash the generator draws (1% of ops) is kept.
+pub const CRASH_RATE_FULL: f64 = 100.0;
+
+/// The share of crash draws kept at `rate` ops/s: all up to [`CRASH_RATE_FULL`], above it
+/// `CRASH_RATE_FULL / rate`, so crashes stay near one a second over all processes.
+///
+/// Why: Jepsen crashes each client about every 30 s whatever the rate
+/// (`crash-client-interval`); a fixed 1% of ops grows with the rate instead. A crashed
+/// client's successor reads every partition again from offset 0, so at 10,000 ops/s a
+/// hundred fresh consumers a second re-read the log, and those re-reads, not the workload,
+/// were most of what the clients, the brokers and the checkers did. At the default rate (100)
+/// and below nothing changes.
+pub fn crash_keep(rate: f64) -> f64 {
+    if rate <= CRASH_RATE_FULL {
+        1.0
+    } else {
+        CRASH_RATE_FULL / rate
+    }
 }
 
 /// The highest offset any ok op observed per key: the target of the final reads.

@@ -95,6 +95,13 @@ pub struct DecodedBatches<'a> {
     partition: &'a TopicPartition,
 }
 
+impl DecodedBatches<'_> {
+    /// The data not decoded yet: the next batch and everything after it.
+    pub fn rest(&self) -> Bytes {
+        self.data.clone()
+    }
+}
+
 impl Iterator for DecodedBatches<'_> {
     type Item = FetchedBatch;
 

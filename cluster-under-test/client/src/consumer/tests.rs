@@ -51,6 +51,47 @@ fn encoded_batch(first_offset: i64, values: &[&str]) -> Bytes {
     buf.freeze()
 }
 
+fn answer() -> buffer::Answer {
+    buffer::Answer {
+        last_stable_offset: -1,
+        high_watermark: 10,
+        leader_epoch: LeaderEpoch(0),
+    }
+}
+
+/// A poll capped by `max.poll.records` in the middle of a batch keeps the answer from that
+/// batch on, at the position it stopped: decoding it again skips what was returned.
+#[test]
+fn the_rest_of_a_capped_answer_is_kept_from_the_batch_it_stopped_in() {
+    let mut consumer = Consumer::from_properties([
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("max.poll.records", "3"),
+    ])
+    .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    consumer.assign([tp.clone()]);
+    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+    let second = encoded_batch(2, &["c", "d", "e"]);
+    let data = Bytes::from([encoded_batch(0, &["a", "b"]).to_vec(), second.to_vec()].concat());
+    let mut out = Vec::new();
+    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
+    consumer.take_records(&tp, data, filter, answer(), &mut out);
+    let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
+    assert_eq!(offsets, vec![0, 1, 2]);
+    assert_eq!(consumer.position(&tp), Some(Offset(3)));
+    let kept = consumer.kept.remove(&tp).expect("the rest is kept");
+    assert_eq!((kept.position, &kept.data), (Offset(3), &second));
+    let mut out = Vec::new();
+    consumer.take_records(&tp, kept.data, kept.filter, kept.answer, &mut out);
+    let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
+    assert_eq!(
+        offsets,
+        vec![3, 4],
+        "the returned record of the batch is skipped"
+    );
+    assert!(consumer.kept.is_empty(), "nothing left to keep");
+}
+
 /// Regression: a fetch ending in a partial batch (a broker cutting by bytes) used to be
 /// dropped whole, so the consumer never moved and every later record looked unseen.
 #[test]
@@ -64,7 +105,8 @@ fn complete_batches_before_a_partial_one_are_taken() {
     let mut data = first.to_vec();
     data.extend_from_slice(&second[..second.len() / 2]);
     let mut out = Vec::new();
-    consumer.take_records(&tp, Some(Bytes::from(data)), Vec::new(), &mut out);
+    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
+    consumer.take_records(&tp, Bytes::from(data), filter, answer(), &mut out);
     let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
     assert_eq!(offsets, vec![0, 1]);
     assert_eq!(consumer.position(&tp), Some(Offset(2)));
@@ -114,7 +156,8 @@ fn read_committed_skips_aborted_batches_and_moves_past_them() {
         consumer.assign([tp.clone()]);
         consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
         let mut out = Vec::new();
-        consumer.take_records(&tp, Some(data.clone()), vec![(7, 0)], &mut out);
+        let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, vec![(7, 0)]);
+        consumer.take_records(&tp, data.clone(), filter, answer(), &mut out);
         assert_eq!(out.len(), expected, "{level}");
         assert_eq!(consumer.position(&tp), Some(Offset(2)), "{level}");
     }
