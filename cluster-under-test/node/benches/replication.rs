@@ -12,7 +12,9 @@
 //! Run with `cargo bench -p logjam-node --bench replication`. `LOGJAM_BENCH_SECONDS` changes
 //! the measuring time per row (default 5 s), `LOGJAM_BENCH_ROUNDS` the number of rounds
 //! (default 3), `LOGJAM_BENCH_PARTITIONS` the number of partitions and so of connections
-//! (default 4; the same for every row); every round starts fresh processes.
+//! (default 4; the same for every row), `LOGJAM_BENCH_BATCH_RECORDS` the records per batch
+//! (default 100; larger batches show how much of the gap is per-request cost, since acks=all
+//! followers fetch about one batch per round trip); every round starts fresh processes.
 //! `LOGJAM_NODE_BINARY` runs another build of `logjam-node`, for an A/B comparison of two
 //! builds under the same load.
 
@@ -49,8 +51,9 @@ fn main() {
     let seconds: u64 = env_or("LOGJAM_BENCH_SECONDS", 5);
     let rounds: usize = env_or("LOGJAM_BENCH_ROUNDS", 3);
     let partitions: i32 = env_or("LOGJAM_BENCH_PARTITIONS", 4);
+    let batch_records: usize = env_or("LOGJAM_BENCH_BATCH_RECORDS", RECORDS_PER_BATCH);
     println!(
-        "client: {partitions} partitions, one connection each to its leader; {RECORDS_PER_BATCH} \
+        "client: {partitions} partitions, one connection each to its leader; {batch_records} \
          records of {VALUE_BYTES} B per batch (one batch per request, no linger), {IN_FLIGHT} \
          requests in flight per connection, {seconds} s per row\n"
     );
@@ -65,7 +68,13 @@ fn main() {
             let node = NodeProcess::start(dir.path(), "");
             create_topic(node.address, "bench", partitions, 1, &[]);
             let leaders = wait_for_leaders(&[node.address], "bench", partitions, 1);
-            measure(&leaders, "bench", 1, seconds, &[node.child.id()])
+            measure(
+                &leaders,
+                "bench",
+                1,
+                (seconds, batch_records),
+                &[node.child.id()],
+            )
         };
         print_row(
             round,
@@ -79,7 +88,7 @@ fn main() {
         let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
         create_topic(addresses[0], "all", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "all", partitions, 3);
-        let all = measure(&leaders, "all", -1, seconds, &pids);
+        let all = measure(&leaders, "all", -1, (seconds, batch_records), &pids);
         print_row(
             round,
             "3 nodes, RF 3, acks=all",
@@ -88,7 +97,7 @@ fn main() {
         );
         create_topic(addresses[0], "one", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "one", partitions, 3);
-        let one = measure(&leaders, "one", 1, seconds, &pids);
+        let one = measure(&leaders, "one", 1, (seconds, batch_records), &pids);
         print_row(
             round,
             "3 nodes, RF 3, acks=1",
@@ -176,17 +185,17 @@ fn cpu_seconds(pid: &str) -> f64 {
 }
 
 /// Produces to every partition of `topic` (connection `i` to `leaders[i]`, partition `i`) for
-/// `seconds` with `acks`, asserting every answer is error-free.
+/// `seconds` with `acks` in batches of `batch_records`, asserting every answer is error-free.
 fn measure(
     leaders: &[SocketAddr],
     topic: &'static str,
     acks: i16,
-    seconds: u64,
+    (seconds, batch_records): (u64, usize),
     node_pids: &[u32],
 ) -> Row {
     let topic = TopicName(StrBytes::from_static_str(topic));
     let value = vec![b'x'; VALUE_BYTES];
-    let values: Vec<&[u8]> = (0..RECORDS_PER_BATCH).map(|_| value.as_slice()).collect();
+    let values: Vec<&[u8]> = (0..batch_records).map(|_| value.as_slice()).collect();
     let records = batch(&values);
     let nodes_cpu = || -> f64 { node_pids.iter().map(|p| cpu_seconds(&p.to_string())).sum() };
     let barrier = std::sync::Barrier::new(leaders.len() + 1);
@@ -256,7 +265,7 @@ fn measure(
         );
         (acked, elapsed, cpu)
     });
-    let messages = (acked * RECORDS_PER_BATCH) as f64;
+    let messages = (acked * batch_records) as f64;
     let millions = messages / 1e6;
     Row {
         messages_per_second: messages / elapsed,

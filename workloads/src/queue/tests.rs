@@ -47,7 +47,11 @@ fn crashes_thin_out_above_the_default_rate_only() {
     assert_eq!(draw(crash_keep(100.0)), plain);
     let crashes = |ops: &[Invocation]| ops.iter().filter(|op| **op == Invocation::Crash).count();
     let polls = |ops: &[Invocation]| ops.iter().filter(|op| **op == Invocation::Poll).count();
-    assert!((1_800..2_200).contains(&crashes(&plain)), "{}", crashes(&plain));
+    assert!(
+        (1_800..2_200).contains(&crashes(&plain)),
+        "{}",
+        crashes(&plain)
+    );
     let thinned = draw(crash_keep(10_000.0));
     assert!(crashes(&thinned) < 60, "{} crashes", crashes(&thinned));
     let share = polls(&thinned) as f64 / thinned.len() as f64;

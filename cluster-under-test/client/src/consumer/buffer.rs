@@ -19,10 +19,15 @@
 //!
 //! Polls serve kept data first and fetch only once none is left, so every fetch starts with
 //! no kept data (which the error path of a poll relies on).
+//!
+//! A read_committed consumer keeps nothing and fetches for every poll, as before: its fetch
+//! ranges carry the last stable offset of the answer, which the read-committed checker takes
+//! as the LSO at the time of the poll. Records served from an older answer would date its LSO
+//! late, making an LSO stall look longer than it was (a false `hanging-transaction`).
 
 use bytes::Bytes;
 
-use super::isolation::AbortedTransactionFilter;
+use super::isolation::{AbortedTransactionFilter, IsolationLevel};
 use super::{Consumer, FetchRange};
 use crate::ids::{LeaderEpoch, Offset, TopicPartition};
 
@@ -92,7 +97,7 @@ impl Consumer {
         let Some(position) = self.position(tp) else {
             return;
         };
-        if data.is_empty() {
+        if data.is_empty() || self.config.isolation_level == IsolationLevel::ReadCommitted {
             return;
         }
         self.kept.insert(

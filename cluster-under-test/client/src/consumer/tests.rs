@@ -92,6 +92,33 @@ fn the_rest_of_a_capped_answer_is_kept_from_the_batch_it_stopped_in() {
     assert!(consumer.kept.is_empty(), "nothing left to keep");
 }
 
+/// read_committed keeps nothing: every poll's fetch ranges must carry the LSO of an answer
+/// given during that poll (the read-committed checker dates it by the poll).
+#[test]
+fn a_read_committed_consumer_keeps_nothing_of_a_capped_answer() {
+    let mut consumer = Consumer::from_properties([
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("max.poll.records", "1"),
+        ("isolation.level", "read_committed"),
+    ])
+    .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    consumer.assign([tp.clone()]);
+    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+    let mut out = Vec::new();
+    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
+    consumer.take_records(
+        &tp,
+        encoded_batch(0, &["a", "b"]),
+        filter,
+        answer(),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(consumer.position(&tp), Some(Offset(1)));
+    assert!(consumer.kept.is_empty());
+}
+
 /// Regression: a fetch ending in a partial batch (a broker cutting by bytes) used to be
 /// dropped whole, so the consumer never moved and every later record looked unseen.
 #[test]
