@@ -135,8 +135,8 @@ async fn produce_and_consume_round_trip_with_acks_all() {
 /// Goal: as Kafka's consumer, a poll capped by `max.poll.records` keeps the rest of its fetch
 /// answer and serves the next polls from it without fetching again: with the broker killed
 /// after the first poll, the next polls still return every remaining record, in order, once.
-/// A seek drops what was kept: a consumer sought back returns nothing from the dead broker
-/// rather than the kept records after its old position.
+/// A seek elsewhere drops what was kept: a consumer sought back returns nothing from the dead
+/// broker rather than the kept records after its old position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polls_are_served_from_the_rest_of_a_fetch_until_a_seek() {
     let dir = tempfile::tempdir().unwrap();

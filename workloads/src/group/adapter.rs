@@ -92,6 +92,7 @@ impl Workload for GroupWorkload {
 
     fn generator(&self, seed: u64) -> QueueGenerator {
         QueueGenerator::new(seed, 0, self.settings.queue.keys)
+            .with_crash_keep(self.settings.queue.crash_keep)
     }
 
     fn client(&self, process: ProcessId, recorder: &Arc<Recorder>) -> GroupClient {

@@ -175,10 +175,11 @@ pub const CRASH_RATE_FULL: f64 = 100.0;
 /// were most of what the clients, the brokers and the checkers did. At the default rate (100)
 /// and below nothing changes.
 pub fn crash_keep(rate: f64) -> f64 {
-    if rate <= CRASH_RATE_FULL {
-        1.0
-    } else {
+    // Written so a rate that is not a number keeps every crash instead of a NaN share.
+    if rate > CRASH_RATE_FULL {
         CRASH_RATE_FULL / rate
+    } else {
+        1.0
     }
 }
 

@@ -44,6 +44,7 @@ fn crashes_thin_out_above_the_default_rate_only() {
     };
     assert_eq!(crash_keep(50.0), 1.0);
     assert_eq!(crash_keep(CRASH_RATE_FULL), 1.0);
+    assert_eq!(crash_keep(f64::NAN), 1.0);
     assert_eq!(draw(crash_keep(100.0)), plain);
     let crashes = |ops: &[Invocation]| ops.iter().filter(|op| **op == Invocation::Crash).count();
     let polls = |ops: &[Invocation]| ops.iter().filter(|op| **op == Invocation::Poll).count();

@@ -12,10 +12,16 @@
 //! aborted-transaction filter mid-way through it (read_committed), and what the answer said
 //! (high watermark, last stable offset, the epoch it was fetched with) for the fetch ranges.
 //! A kept answer is served only while the partition's position is still where the last poll
-//! left it and its leader epoch is still the one it was fetched in: a seek, a reset, a new
-//! assignment or a leader change (which may have truncated the log under it: an unclean
-//! election) drops it, as Kafka's consumer drops a completed fetch whose offset no longer
-//! matches the position or whose partition is awaiting validation.
+//! left it and its leader epoch is still the one it was fetched in: a seek, a reset or a new
+//! assignment that moves the position elsewhere, unassigning the partition, or a leader change
+//! (which may have truncated the log under it: an unclean election) drops it, as Kafka's
+//! consumer drops a completed fetch whose offset no longer matches the position or whose
+//! partition is awaiting validation. One that lands on the same offset in the same epoch keeps
+//! it: the log holds the same records there.
+//!
+//! While any partition has kept data, polls serve it and fetch nothing, so a partition without
+//! kept data waits until the rest is drained (Kafka's consumer fetches it meanwhile): a delay,
+//! never a wrong answer.
 //!
 //! Polls serve kept data first and fetch only once none is left, so every fetch starts with
 //! no kept data (which the error path of a poll relies on).
