@@ -519,10 +519,13 @@ impl Consumer {
         };
         // A fetch may end in a partial batch (a broker cuts by bytes): keep every batch before
         // the first that does not decode, instead of dropping the whole response and stalling.
+        // What the limit leaves is the tail of `data` from the batch it stopped at (`rest`,
+        // its length): a slice of one handle, not a handle per batch.
+        let whole = data.clone();
         let mut batches = isolation::decode_batches(data, tp);
         let mut rest = None;
         'batches: loop {
-            let start = batches.rest();
+            let start = batches.remaining();
             if out.len() >= limit {
                 rest = Some(start);
                 break;
@@ -569,7 +572,7 @@ impl Consumer {
         }
         state.position = Some(position);
         if let Some(rest) = rest {
-            self.keep(tp, rest, filter, answer);
+            self.keep(tp, whole.slice(whole.len() - rest..), filter, answer);
         }
     }
 }

@@ -72,7 +72,8 @@ fn main() {
                 &leaders,
                 "bench",
                 1,
-                (seconds, batch_records),
+                seconds,
+                batch_records,
                 &[node.child.id()],
             )
         };
@@ -88,7 +89,7 @@ fn main() {
         let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
         create_topic(addresses[0], "all", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "all", partitions, 3);
-        let all = measure(&leaders, "all", -1, (seconds, batch_records), &pids);
+        let all = measure(&leaders, "all", -1, seconds, batch_records, &pids);
         print_row(
             round,
             "3 nodes, RF 3, acks=all",
@@ -97,7 +98,7 @@ fn main() {
         );
         create_topic(addresses[0], "one", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "one", partitions, 3);
-        let one = measure(&leaders, "one", 1, (seconds, batch_records), &pids);
+        let one = measure(&leaders, "one", 1, seconds, batch_records, &pids);
         print_row(
             round,
             "3 nodes, RF 3, acks=1",
@@ -190,7 +191,8 @@ fn measure(
     leaders: &[SocketAddr],
     topic: &'static str,
     acks: i16,
-    (seconds, batch_records): (u64, usize),
+    seconds: u64,
+    batch_records: usize,
     node_pids: &[u32],
 ) -> Row {
     let topic = TopicName(StrBytes::from_static_str(topic));

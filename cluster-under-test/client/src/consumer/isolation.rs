@@ -96,9 +96,9 @@ pub struct DecodedBatches<'a> {
 }
 
 impl DecodedBatches<'_> {
-    /// The data not decoded yet: the next batch and everything after it.
-    pub fn rest(&self) -> Bytes {
-        self.data.clone()
+    /// How many bytes are not decoded yet: the next batch and everything after it.
+    pub fn remaining(&self) -> usize {
+        self.data.len()
     }
 }
 

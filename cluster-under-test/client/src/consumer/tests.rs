@@ -51,6 +51,34 @@ fn encoded_batch(first_offset: i64, values: &[&str]) -> Bytes {
     buf.freeze()
 }
 
+/// A consumer with `properties` (beside an unreachable bootstrap), assigned `t-0` at offset 0.
+fn at_start(properties: &[(&str, &str)]) -> (Consumer, TopicPartition) {
+    let mut consumer = Consumer::from_properties(
+        [("bootstrap.servers", "127.0.0.1:1")]
+            .into_iter()
+            .chain(properties.iter().copied()),
+    )
+    .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    consumer.assign([tp.clone()]);
+    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+    (consumer, tp)
+}
+
+/// `take_records` over fetched `data` with the answer's `aborted` transactions; the offsets
+/// returned.
+fn take(
+    consumer: &mut Consumer,
+    tp: &TopicPartition,
+    data: Bytes,
+    aborted: Vec<(i64, i64)>,
+) -> Vec<i64> {
+    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, aborted);
+    let mut out = Vec::new();
+    consumer.take_records(tp, data, filter, answer(), &mut out);
+    out.iter().map(|record| record.offset.0).collect()
+}
+
 fn answer() -> buffer::Answer {
     buffer::Answer {
         last_stable_offset: -1,
@@ -63,21 +91,10 @@ fn answer() -> buffer::Answer {
 /// batch on, at the position it stopped: decoding it again skips what was returned.
 #[test]
 fn the_rest_of_a_capped_answer_is_kept_from_the_batch_it_stopped_in() {
-    let mut consumer = Consumer::from_properties([
-        ("bootstrap.servers", "127.0.0.1:1"),
-        ("max.poll.records", "3"),
-    ])
-    .unwrap();
-    let tp = TopicPartition::new("t", 0);
-    consumer.assign([tp.clone()]);
-    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+    let (mut consumer, tp) = at_start(&[("max.poll.records", "3")]);
     let second = encoded_batch(2, &["c", "d", "e"]);
     let data = Bytes::from([encoded_batch(0, &["a", "b"]).to_vec(), second.to_vec()].concat());
-    let mut out = Vec::new();
-    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
-    consumer.take_records(&tp, data, filter, answer(), &mut out);
-    let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
-    assert_eq!(offsets, vec![0, 1, 2]);
+    assert_eq!(take(&mut consumer, &tp, data, Vec::new()), vec![0, 1, 2]);
     assert_eq!(consumer.position(&tp), Some(Offset(3)));
     let kept = consumer.kept.remove(&tp).expect("the rest is kept");
     assert_eq!((kept.position, &kept.data), (Offset(3), &second));
@@ -96,25 +113,12 @@ fn the_rest_of_a_capped_answer_is_kept_from_the_batch_it_stopped_in() {
 /// given during that poll (the read-committed checker dates it by the poll).
 #[test]
 fn a_read_committed_consumer_keeps_nothing_of_a_capped_answer() {
-    let mut consumer = Consumer::from_properties([
-        ("bootstrap.servers", "127.0.0.1:1"),
+    let (mut consumer, tp) = at_start(&[
         ("max.poll.records", "1"),
         ("isolation.level", "read_committed"),
-    ])
-    .unwrap();
-    let tp = TopicPartition::new("t", 0);
-    consumer.assign([tp.clone()]);
-    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
-    let mut out = Vec::new();
-    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
-    consumer.take_records(
-        &tp,
-        encoded_batch(0, &["a", "b"]),
-        filter,
-        answer(),
-        &mut out,
-    );
-    assert_eq!(out.len(), 1);
+    ]);
+    let data = encoded_batch(0, &["a", "b"]);
+    assert_eq!(take(&mut consumer, &tp, data, Vec::new()), vec![0]);
     assert_eq!(consumer.position(&tp), Some(Offset(1)));
     assert!(consumer.kept.is_empty());
 }
@@ -123,19 +127,15 @@ fn a_read_committed_consumer_keeps_nothing_of_a_capped_answer() {
 /// dropped whole, so the consumer never moved and every later record looked unseen.
 #[test]
 fn complete_batches_before_a_partial_one_are_taken() {
-    let mut consumer = Consumer::from_properties([("bootstrap.servers", "127.0.0.1:1")]).unwrap();
-    let tp = TopicPartition::new("t", 0);
-    consumer.assign([tp.clone()]);
-    consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
+    let (mut consumer, tp) = at_start(&[]);
     let first = encoded_batch(0, &["a", "b"]);
     let second = encoded_batch(2, &["c", "d"]);
     let mut data = first.to_vec();
     data.extend_from_slice(&second[..second.len() / 2]);
-    let mut out = Vec::new();
-    let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, Vec::new());
-    consumer.take_records(&tp, Bytes::from(data), filter, answer(), &mut out);
-    let offsets: Vec<i64> = out.iter().map(|record| record.offset.0).collect();
-    assert_eq!(offsets, vec![0, 1]);
+    assert_eq!(
+        take(&mut consumer, &tp, Bytes::from(data), Vec::new()),
+        vec![0, 1]
+    );
     assert_eq!(consumer.position(&tp), Some(Offset(2)));
 }
 
@@ -174,18 +174,9 @@ fn read_committed_skips_aborted_batches_and_moves_past_them() {
     };
     let data = Bytes::from([encode(0, false, b"aborted"), encode(1, true, &[0; 6])].concat());
     for (level, expected) in [("read_committed", 0), ("read_uncommitted", 1)] {
-        let mut consumer = Consumer::from_properties([
-            ("bootstrap.servers", "127.0.0.1:1"),
-            ("isolation.level", level),
-        ])
-        .unwrap();
-        let tp = TopicPartition::new("t", 0);
-        consumer.assign([tp.clone()]);
-        consumer.seek(&tp, SeekTo::Offset(Offset(0))).unwrap();
-        let mut out = Vec::new();
-        let filter = AbortedTransactionFilter::new(consumer.config.isolation_level, vec![(7, 0)]);
-        consumer.take_records(&tp, data.clone(), filter, answer(), &mut out);
-        assert_eq!(out.len(), expected, "{level}");
+        let (mut consumer, tp) = at_start(&[("isolation.level", level)]);
+        let taken = take(&mut consumer, &tp, data.clone(), vec![(7, 0)]);
+        assert_eq!(taken.len(), expected, "{level}");
         assert_eq!(consumer.position(&tp), Some(Offset(2)), "{level}");
     }
 }
