@@ -6,6 +6,7 @@
 //! (`connection.rs` users: `metadata.rs`, `producer/sender.rs`, `consumer.rs`, `admin.rs`).
 
 use std::fmt;
+use std::sync::Arc;
 
 macro_rules! newtype {
     ($(#[$doc:meta])* $name:ident($inner:ty)) => {
@@ -80,15 +81,17 @@ impl Sequence {
 /// A topic name and a partition index: Kafka's unit of ordering.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
-    /// The topic name.
-    pub topic: String,
+    /// The topic name, shared: every record a poll returns carries its partition, so cloning
+    /// this must not allocate (Java's `ConsumerRecord` likewise holds a reference to one
+    /// `String`).
+    pub topic: Arc<str>,
     /// The partition index within the topic.
     pub partition: Partition,
 }
 
 impl TopicPartition {
     /// Builds a topic-partition.
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> TopicPartition {
         TopicPartition {
             topic: topic.into(),
             partition: Partition(partition),

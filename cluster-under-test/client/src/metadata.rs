@@ -136,7 +136,7 @@ impl MetadataCache {
     /// The partition's metadata, when known.
     pub fn partition(&self, partition: &TopicPartition) -> Option<&PartitionMetadata> {
         self.topics
-            .get(&partition.topic)?
+            .get(&*partition.topic)?
             .partitions
             .iter()
             .find(|p| p.partition == partition.partition)
@@ -156,7 +156,7 @@ impl MetadataCache {
     /// Forgets the leader of `partition` (after `NOT_LEADER_OR_FOLLOWER`), so nothing is sent
     /// to it until fresh metadata arrives.
     pub fn invalidate_leader(&mut self, partition: &TopicPartition) {
-        if let Some(topic) = self.topics.get_mut(&partition.topic)
+        if let Some(topic) = self.topics.get_mut(&*partition.topic)
             && let Some(p) = topic
                 .partitions
                 .iter_mut()

@@ -201,7 +201,10 @@ impl Targets {
 
     /// Raises `key`'s target to `offset` if it is higher.
     pub fn observe(&self, key: Key, offset: i64) {
-        if let Some(highest) = self.highest.get(&key.0) {
+        // A load first: most reads are below the target, and a read leaves the line shared.
+        if let Some(highest) = self.highest.get(&key.0)
+            && highest.load(Ordering::Relaxed) < offset
+        {
             highest.fetch_max(offset, Ordering::Relaxed);
         }
     }
@@ -576,7 +579,6 @@ pub(crate) fn key_reads(records: Vec<ConsumerRecord>, targets: &Targets) -> Vec<
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
             .and_then(|text| text.parse::<i64>().ok())
             .unwrap_or(i64::MIN);
-        targets.observe(Key(key), record.offset.0);
         by_key.entry(key).or_default().push(Record {
             offset: logjam_history::Offset(record.offset.0),
             value: Value(value),
@@ -584,10 +586,17 @@ pub(crate) fn key_reads(records: Vec<ConsumerRecord>, targets: &Targets) -> Vec<
     }
     by_key
         .into_iter()
-        .map(|(key, records)| KeyReads {
-            key: Key(key),
-            records,
-            fetch: None,
+        .map(|(key, records)| {
+            // Once per key, not per record: the targets are shared by every process, and an
+            // atomic maximum per record bounced their cache line between cores (issue 19).
+            if let Some(highest) = records.iter().map(|r| r.offset.0).max() {
+                targets.observe(Key(key), highest);
+            }
+            KeyReads {
+                key: Key(key),
+                records,
+                fetch: None,
+            }
         })
         .collect()
 }

@@ -1,4 +1,4 @@
-//! Unit tests of the queue workload: its seeded generator.
+//! Unit tests of the queue workload: its seeded generator and how a poll becomes reads.
 
 use super::*;
 
@@ -57,4 +57,51 @@ fn crashes_thin_out_above_the_default_rate_only() {
     assert!(crashes(&thinned) < 60, "{} crashes", crashes(&thinned));
     let share = polls(&thinned) as f64 / thinned.len() as f64;
     assert!((0.44..0.47).contains(&share), "polls are {share}");
+}
+
+/// A record of partition `key` at `offset` whose value is `value`'s digits.
+fn polled(key: i32, offset: i64, value: &str) -> ConsumerRecord {
+    ConsumerRecord {
+        partition: TopicPartition::new("queue", key),
+        offset: Offset(offset),
+        leader_epoch: logjam_client::ids::LeaderEpoch(0),
+        timestamp_ms: 0,
+        key: None,
+        value: Some(value.to_owned().into()),
+        headers: Vec::new(),
+    }
+}
+
+#[test]
+fn a_poll_becomes_reads_per_key_and_raises_each_target_to_its_highest_offset() {
+    let targets = Targets::new(3);
+    targets.observe(Key(2), 50);
+    let records = vec![
+        polled(1, 7, "70"),
+        polled(0, 3, "30"),
+        polled(1, 8, "not a number"),
+        polled(0, 4, "40"),
+        polled(2, 9, "90"),
+    ];
+    let reads = key_reads(records, &targets);
+    let shape: Vec<(i64, Vec<(i64, i64)>)> = reads
+        .iter()
+        .map(|kr| {
+            let records = kr.records.iter().map(|r| (r.offset.0, r.value.0)).collect();
+            (kr.key.0, records)
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, vec![(3, 30), (4, 40)]),
+            (1, vec![(7, 70), (8, i64::MIN)]),
+            (2, vec![(9, 90)]),
+        ]
+    );
+    // Key 2 keeps its higher target: a poll never lowers one.
+    assert_eq!(
+        targets.snapshot(),
+        BTreeMap::from([(0, 4), (1, 8), (2, 50)])
+    );
 }

@@ -73,7 +73,7 @@ impl Consumer {
                 .with_isolation_level(self.config.isolation_level.to_wire())
                 .with_topics(vec![
                     ListOffsetsTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
                         .with_partitions(vec![
                             ListOffsetsPartition::default()
                                 .with_partition_index(tp.partition.0)
@@ -166,7 +166,7 @@ impl Consumer {
                 .with_replica_id(kafka_protocol::messages::BrokerId(-1))
                 .with_topics(vec![
                     OffsetForLeaderTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.to_string())))
                         .with_partitions(vec![
                             OffsetForLeaderPartition::default()
                                 .with_partition(tp.partition.0)

@@ -395,13 +395,13 @@ fn produce_request(acks: Acks, timeout: Duration, batches: &[ProducerBatch]) -> 
             .with_records(Some(batch.encode()));
         match topics
             .iter_mut()
-            .find(|t| t.name.0.as_str() == batch.partition.topic)
+            .find(|t| t.name.0.as_str() == &*batch.partition.topic)
         {
             Some(topic) => topic.partition_data.push(data),
             None => topics.push(
                 TopicProduceData::default()
                     .with_name(TopicName(StrBytes::from_string(
-                        batch.partition.topic.clone(),
+                        batch.partition.topic.to_string(),
                     )))
                     .with_partition_data(vec![data]),
             ),
@@ -437,7 +437,7 @@ fn handle_completed(shared: &Arc<Shared>, state: &mut SenderState, done: Complet
                 let answer = response
                     .responses
                     .iter()
-                    .filter(|t| t.name.0.as_str() == batch.partition.topic)
+                    .filter(|t| t.name.0.as_str() == &*batch.partition.topic)
                     .flat_map(|t| t.partition_responses.iter())
                     .find(|p| p.index == batch.partition.partition.0);
                 match answer {

@@ -97,9 +97,9 @@ pub fn cooperative_sticky(
     partitions_per_topic: &BTreeMap<String, i32>,
 ) -> Assignment {
     let eligible = |member: &MemberSubscription, tp: &TopicPartition| {
-        member.topics.contains(&tp.topic)
+        member.topics.iter().any(|t| t.as_str() == &*tp.topic)
             && partitions_per_topic
-                .get(&tp.topic)
+                .get(&*tp.topic)
                 .is_some_and(|&count| tp.partition.0 >= 0 && tp.partition.0 < count)
     };
     // The previous owner of each partition: the valid claim of the highest generation.

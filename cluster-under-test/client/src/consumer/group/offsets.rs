@@ -39,11 +39,11 @@ pub fn commit_request(
             .with_committed_offset(offset.0)
             .with_committed_leader_epoch(epoch.map_or(-1, |e| e.0))
             .with_committed_metadata(Some(StrBytes::from_static_str("")));
-        match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
             Some(topic) => topic.partitions.push(partition),
             None => topics.push(
                 OffsetCommitRequestTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
                     .with_partitions(vec![partition]),
             ),
         }
@@ -100,11 +100,11 @@ pub async fn fetch_committed(
 ) -> Result<BTreeMap<TopicPartition, Offset>> {
     let mut topics: Vec<OffsetFetchRequestTopic> = Vec::new();
     for tp in partitions {
-        match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
             Some(topic) => topic.partition_indexes.push(tp.partition.0),
             None => topics.push(
                 OffsetFetchRequestTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
                     .with_partition_indexes(vec![tp.partition.0]),
             ),
         }

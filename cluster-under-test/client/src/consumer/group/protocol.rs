@@ -41,8 +41,8 @@ fn group_partitions(partitions: &[TopicPartition]) -> Vec<(String, Vec<i32>)> {
     sorted.sort();
     for tp in sorted {
         match grouped.last_mut() {
-            Some((topic, list)) if *topic == tp.topic => list.push(tp.partition.0),
-            _ => grouped.push((tp.topic.clone(), vec![tp.partition.0])),
+            Some((topic, list)) if **topic == *tp.topic => list.push(tp.partition.0),
+            _ => grouped.push((tp.topic.to_string(), vec![tp.partition.0])),
         }
     }
     grouped
