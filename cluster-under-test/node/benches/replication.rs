@@ -19,8 +19,10 @@
 //! (default 4; the same for every row), `LOGJAM_BENCH_BATCH_RECORDS` the records per batch
 //! (default 100; larger batches show how much of the gap is per-request cost, since acks=all
 //! followers fetch about one batch per round trip); every round starts fresh processes.
-//! `LOGJAM_NODE_BINARY` runs another build of `logjam-node`, for an A/B comparison of two
-//! builds under the same load.
+//! `LOGJAM_BENCH_NODE_SETTINGS` adds node properties to every row, `;` between them (for
+//! example `replica.fetch.min.bytes=65536;replica.fetch.wait.max.ms=5`, to trade follower
+//! latency for larger fetches). `LOGJAM_NODE_BINARY` runs another build of `logjam-node`,
+//! for an A/B comparison of two builds under the same load.
 //!
 //! Disk: the rows write every byte once (one node) or three times (RF 3) into temporary
 //! directories, several GB a round (about 30 GB with 1,000-record batches). A follower that
@@ -67,6 +69,13 @@ fn main() {
     let rounds: usize = env_or("LOGJAM_BENCH_ROUNDS", 3);
     let partitions: i32 = env_or("LOGJAM_BENCH_PARTITIONS", 4);
     let batch_records: usize = env_or("LOGJAM_BENCH_BATCH_RECORDS", RECORDS_PER_BATCH);
+    // Node properties for every row, one `key=value` per line (`\n` or `;` between them).
+    let node_settings = std::env::var("LOGJAM_BENCH_NODE_SETTINGS")
+        .unwrap_or_default()
+        .replace(';', "\n");
+    if !node_settings.is_empty() {
+        println!("node settings: {}", node_settings.replace('\n', ", "));
+    }
     println!(
         "client: {partitions} partitions, one connection each to its leader; {batch_records} \
          records of {VALUE_BYTES} B per batch (one batch per request, no linger), {IN_FLIGHT} \
@@ -82,7 +91,7 @@ fn main() {
     for round in 1..=rounds {
         let single = {
             let dir = tempfile::tempdir().unwrap();
-            let node = NodeProcess::start(dir.path(), "");
+            let node = NodeProcess::start(dir.path(), &node_settings);
             create_topic(node.address, "bench", partitions, 1, &[]);
             let leaders = wait_for_leaders(&[node.address], "bench", partitions, 1);
             measure(
@@ -101,7 +110,7 @@ fn main() {
             single.messages_per_second,
         );
         let root = tempfile::tempdir().unwrap();
-        let cluster = Cluster::start(root.path(), 3, "");
+        let cluster = Cluster::start(root.path(), 3, &node_settings);
         let addresses: Vec<SocketAddr> = cluster.nodes.iter().map(|n| n.address).collect();
         let pids: Vec<u32> = cluster.nodes.iter().map(|n| n.child.id()).collect();
         create_topic(addresses[0], "all", partitions, 3, &[]);

@@ -124,6 +124,7 @@ pub static KEYS: &[KeySpec] = &[
     key_min("replica.fetch.wait.max.ms", Kind::Int, "500", 0),
     key_min("replica.fetch.min.bytes", Kind::Int, "1", 1),
     key_min("replica.fetch.max.bytes", Kind::Int, "1048576", 0),
+    key_min("replica.fetch.response.max.bytes", Kind::Int, "10485760", 0),
     key_min("replica.socket.timeout.ms", Kind::Int, "30000", 0),
     key_min(
         "replica.high.watermark.checkpoint.interval.ms",

@@ -113,22 +113,49 @@ struct Wanted {
     partition: Arc<Partition>,
 }
 
+/// What a replica fetch asks for, from the `replica.fetch.*` settings as Kafka's
+/// ReplicaFetcherThread takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FetchSettings {
+    /// `replica.fetch.wait.max.ms` (500): how long the leader may hold the fetch.
+    wait_ms: i32,
+    /// `replica.fetch.min.bytes` (1): the leader answers as soon as this much is there.
+    min_bytes: i32,
+    /// `replica.fetch.max.bytes` (1 MiB): per partition.
+    partition_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes` (10 MiB): per answer.
+    response_max_bytes: i32,
+}
+
+impl FetchSettings {
+    fn from_config(config: &crate::config::Config) -> FetchSettings {
+        // The config validated each value; Kafka's default when unset.
+        let setting = |key: &str, default: i32| -> i32 {
+            config
+                .raw
+                .get(key)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        FetchSettings {
+            wait_ms: setting("replica.fetch.wait.max.ms", 500),
+            min_bytes: setting("replica.fetch.min.bytes", 1),
+            partition_max_bytes: setting("replica.fetch.max.bytes", 1_048_576),
+            response_max_bytes: setting("replica.fetch.response.max.bytes", 10_485_760),
+        }
+    }
+}
+
 /// The replica fetcher for `leader`: fetches every partition this broker follows there, until
 /// there is none.
 async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
     let me = replicas.node_id();
-    let wait_ms = replicas
-        .config()
-        .raw
-        .get("replica.fetch.wait.max.ms")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500i32);
-    let partition_max_bytes = replicas
-        .config()
-        .raw
-        .get("replica.fetch.max.bytes")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_048_576i32);
+    let FetchSettings {
+        wait_ms,
+        min_bytes,
+        partition_max_bytes,
+        response_max_bytes,
+    } = FetchSettings::from_config(replicas.config());
     let mut client: Option<NodeClient> = None;
     loop {
         let image = replicas.image();
@@ -196,8 +223,8 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
         let request = FetchRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(me.0))
             .with_max_wait_ms(wait_ms)
-            .with_min_bytes(1)
-            .with_max_bytes(i32::MAX)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(response_max_bytes)
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
@@ -270,5 +297,44 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
         if any_error {
             tokio::time::sleep(FETCH_BACKOFF).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FetchSettings;
+    use crate::config::Config;
+
+    const NODE: &str = "node.id=1\nprocess.roles=broker,controller\n";
+
+    #[test]
+    fn replica_fetches_ask_what_the_settings_say_and_kafkas_defaults_otherwise() {
+        let defaults = FetchSettings::from_config(&Config::parse(NODE, &[]).unwrap());
+        assert_eq!(
+            defaults,
+            FetchSettings {
+                wait_ms: 500,
+                min_bytes: 1,
+                partition_max_bytes: 1_048_576,
+                response_max_bytes: 10_485_760,
+            }
+        );
+        let overrides = [
+            "replica.fetch.wait.max.ms=200",
+            "replica.fetch.min.bytes=65536",
+            "replica.fetch.max.bytes=4096",
+            "replica.fetch.response.max.bytes=8192",
+        ]
+        .map(String::from);
+        let set = FetchSettings::from_config(&Config::parse(NODE, &overrides).unwrap());
+        assert_eq!(
+            set,
+            FetchSettings {
+                wait_ms: 200,
+                min_bytes: 65_536,
+                partition_max_bytes: 4096,
+                response_max_bytes: 8192,
+            }
+        );
     }
 }
