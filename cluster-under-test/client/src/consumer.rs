@@ -407,7 +407,7 @@ impl Consumer {
                 }
             };
             for topic in response.responses {
-                let name = topic.topic.0.to_string();
+                let name: std::sync::Arc<str> = topic.topic.0.as_str().into();
                 for partition in topic.partitions {
                     let tp = TopicPartition::new(name.clone(), partition.partition_index);
                     match partition.error_code {

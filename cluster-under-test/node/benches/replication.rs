@@ -7,8 +7,8 @@
 //! as latency does. The CPU is counted until every partition's high watermark reaches the
 //! log end the last answer reported, since under acks=1 the followers may still be copying
 //! when the window closes; "sustained msg/s" divides by that longer time. The closing line
-//! turns the cheaper RF 3 row's CPU per message into a ceiling on this machine's cores: an RF 3
-//! row that replicated as cheaply could not go faster than that.
+//! turns the cheaper RF 3 row's CPU per message (nodes and client) into a ceiling on this
+//! machine's cores: an RF 3 row that replicated as cheaply could not go faster than that.
 //!
 //! The client is the one of `benches/produce.rs`: one connection per partition (to its
 //! leader), each pipelining Produce v9 requests of one batch of 100-byte records.
@@ -25,8 +25,9 @@
 //! for an A/B comparison of two builds under the same load.
 //!
 //! Disk: the rows write every byte once (one node) or three times (RF 3) into temporary
-//! directories, several GB a round (about 30 GB with 1,000-record batches). A follower that
-//! hits ENOSPC stops copying, and the sustained figure then measures the disk.
+//! directories, several GB a round (about 30 GB with 1,000-record batches, most of it in the
+//! cluster's directory, which holds both RF 3 rows' topics). A follower that hits ENOSPC stops
+//! copying; the bench fails when one has left an ISR, rather than report its work uncounted.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -116,6 +117,7 @@ fn main() {
         create_topic(addresses[0], "all", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "all", partitions, 3);
         let all = measure(&leaders, "all", -1, seconds, batch_records, &pids);
+        assert_isr_full(addresses[0], "all", 3);
         print_row(
             round,
             "3 nodes, RF 3, acks=all",
@@ -125,6 +127,7 @@ fn main() {
         create_topic(addresses[0], "one", partitions, 3, &[]);
         let leaders = wait_for_leaders(&addresses, "one", partitions, 3);
         let one = measure(&leaders, "one", 1, seconds, batch_records, &pids);
+        assert_isr_full(addresses[0], "one", 3);
         print_row(
             round,
             "3 nodes, RF 3, acks=1",
@@ -222,6 +225,17 @@ fn wait_for_leaders(
         },
     );
     leaders
+}
+
+/// Fails the bench when a follower left an ISR during the row: the high watermark then stopped
+/// waiting for it, so its copying was not all counted.
+fn assert_isr_full(address: SocketAddr, topic: &str, isr_size: usize) {
+    let state = partitions(address, topic).expect("the topic's partitions");
+    assert!(
+        state.iter().all(|(_, isr)| isr.len() == isr_size),
+        "a follower left the ISR of {topic} during the row ({state:?}), so its work is not all \
+         counted: see the nodes' logs (a full disk?)"
+    );
 }
 
 /// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat.

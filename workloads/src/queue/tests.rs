@@ -1,5 +1,8 @@
 //! Unit tests of the queue workload: its seeded generator and how a poll becomes reads.
 
+use logjam_client::consumer::ConsumerRecord;
+
+use super::reads::key_reads;
 use super::*;
 
 #[test]

@@ -35,8 +35,11 @@ const FETCH_VERSION: i16 = 12;
 /// Kafka's `replica.fetch.backoff.ms` default: the pause after a failed fetch.
 const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
 
-/// The largest response frame a fetcher accepts.
+/// The largest response frame a fetcher accepts, and the most an answer may hold by
+/// `replica.fetch.response.max.bytes` (1 MiB under it, for headers and a first batch past
+/// the limit, which KIP-74 returns whole).
 const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
+const MAX_FETCH_ANSWER_BYTES: i32 = 99 * 1024 * 1024;
 
 /// How long a fetcher waits to connect to a leader.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -141,9 +144,28 @@ impl FetchSettings {
             wait_ms: setting("replica.fetch.wait.max.ms", 500),
             min_bytes: setting("replica.fetch.min.bytes", 1),
             partition_max_bytes: setting("replica.fetch.max.bytes", 1_048_576),
-            response_max_bytes: setting("replica.fetch.response.max.bytes", 10_485_760),
+            // Clamped to what the fetcher reads as one frame, so an answer always fits.
+            response_max_bytes: setting("replica.fetch.response.max.bytes", 10_485_760)
+                .min(MAX_FETCH_ANSWER_BYTES),
         }
     }
+}
+
+/// The request's topics: runs of consecutive partitions of one topic, in the given order (a
+/// topic may appear twice when the order wraps around inside it, as Kafka's builder allows).
+fn fetch_topics(partitions: Vec<(String, FetchPartition)>) -> Vec<FetchTopic> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (name, partition) in partitions {
+        match topics.last_mut() {
+            Some(last) if last.topic.0.as_str() == name => last.partitions.push(partition),
+            _ => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(name)))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    topics
 }
 
 /// The replica fetcher for `leader`: fetches every partition this broker follows there, until
@@ -157,12 +179,12 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
         response_max_bytes,
     } = FetchSettings::from_config(replicas.config());
     let mut client: Option<NodeClient> = None;
+    let mut round: usize = 0;
     loop {
         let image = replicas.image();
         let mut wanted = Vec::new();
-        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut partitions = Vec::new();
         for topic in image.topics.values() {
-            let mut partitions = Vec::new();
             for (index, state) in &topic.partitions {
                 if state.leader != leader || leader == me || !state.replicas.contains(&me) {
                     continue;
@@ -172,7 +194,8 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                 };
                 let (fetch_offset, last_fetched_epoch, log_start_offset) =
                     partition.follower_fetch_position();
-                partitions.push(
+                partitions.push((
+                    topic.name.clone(),
                     FetchPartition::default()
                         .with_partition(*index)
                         .with_current_leader_epoch(state.leader_epoch)
@@ -180,7 +203,7 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                         .with_last_fetched_epoch(last_fetched_epoch)
                         .with_log_start_offset(log_start_offset)
                         .with_partition_max_bytes(partition_max_bytes),
-                );
+                ));
                 wanted.push(Wanted {
                     topic: topic.name.clone(),
                     index: *index,
@@ -189,14 +212,16 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
                     partition,
                 });
             }
-            if !partitions.is_empty() {
-                topics.push(
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(topic.name.clone())))
-                        .with_partitions(partitions),
-                );
-            }
         }
+        // The leader fills an answer in request order up to `replica.fetch.response.max.bytes`:
+        // starting one partition later each round keeps the first ones from starving the rest
+        // while many lag (Kafka moves the partitions that returned data to the end).
+        if !partitions.is_empty() {
+            let count = partitions.len();
+            partitions.rotate_left(round % count);
+            round = round.wrapping_add(1);
+        }
+        let topics = fetch_topics(partitions);
         if wanted.is_empty() {
             tracing::info!(%leader, "replica fetcher has nothing left to fetch");
             return;
@@ -302,7 +327,7 @@ async fn fetch_from(replicas: Arc<ReplicaManager>, leader: BrokerId) {
 
 #[cfg(test)]
 mod tests {
-    use super::FetchSettings;
+    use super::{FetchPartition, FetchSettings, MAX_FETCH_ANSWER_BYTES, fetch_topics};
     use crate::config::Config;
 
     const NODE: &str = "node.id=1\nprocess.roles=broker,controller\n";
@@ -336,5 +361,30 @@ mod tests {
                 response_max_bytes: 8192,
             }
         );
+    }
+
+    #[test]
+    fn an_answer_cap_past_the_frame_limit_is_clamped_to_it() {
+        let overrides = ["replica.fetch.response.max.bytes=2147483647".to_owned()];
+        let settings = FetchSettings::from_config(&Config::parse(NODE, &overrides).unwrap());
+        assert_eq!(settings.response_max_bytes, MAX_FETCH_ANSWER_BYTES);
+    }
+
+    #[test]
+    fn a_rotated_order_keeps_runs_of_one_topic_together_and_may_repeat_a_topic() {
+        let mut order: Vec<(String, FetchPartition)> = [("a", 0), ("a", 1), ("b", 0)]
+            .into_iter()
+            .map(|(t, p)| (t.to_owned(), FetchPartition::default().with_partition(p)))
+            .collect();
+        order.rotate_left(1);
+        let topics: Vec<(String, Vec<i32>)> = fetch_topics(order)
+            .into_iter()
+            .map(|t| {
+                let indexes = t.partitions.iter().map(|p| p.partition).collect();
+                (t.topic.0.to_string(), indexes)
+            })
+            .collect();
+        let expected = [("a", vec![1]), ("b", vec![0]), ("a", vec![0])];
+        assert_eq!(topics, expected.map(|(t, p)| (t.to_owned(), p)));
     }
 }
