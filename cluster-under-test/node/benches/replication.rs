@@ -36,11 +36,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::partition::{create_topic, partitions};
-use common::{
-    Cluster, NodeProcess, batch, connect, exchange, read_frame, request_frame, wait_until,
-};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use common::partition::{create_topic, latest_offset, partitions};
+use common::{Cluster, NodeProcess, batch, connect, read_frame, request_frame, wait_until};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
@@ -259,7 +256,8 @@ fn measure(
     batch_records: usize,
     node_pids: &[u32],
 ) -> Row {
-    let topic = TopicName(StrBytes::from_static_str(topic));
+    let name = topic;
+    let topic = TopicName(StrBytes::from_static_str(name));
     let value = vec![b'x'; VALUE_BYTES];
     let values: Vec<&[u8]> = (0..batch_records).map(|_| value.as_slice()).collect();
     let records = batch(&values);
@@ -331,7 +329,7 @@ fn measure(
         // Under acks=1 the followers may still be copying when the window closes: their
         // work belongs to these messages too, so the CPU is counted until every partition's
         // high watermark (its ISR's copy) reaches the log end the last answer reported.
-        wait_for_high_watermarks(leaders, &topic, &log_ends);
+        wait_for_high_watermarks(leaders, name, &log_ends);
         let caught_up = started.elapsed().as_secs_f64();
         let cpu = (
             nodes_cpu() - nodes_before,
@@ -359,37 +357,17 @@ fn produce_answer(stream: &mut std::net::TcpStream) -> (i16, i64) {
     (partition.error_code, partition.base_offset)
 }
 
-/// Waits until partition `i`'s high watermark, asked of its leader `leaders[i]` (ListOffsets
-/// latest, read_uncommitted), reaches `log_ends[i]`.
-fn wait_for_high_watermarks(leaders: &[SocketAddr], topic: &TopicName, log_ends: &[i64]) {
+/// Waits until partition `i`'s high watermark, asked of its leader `leaders[i]`, reaches
+/// `log_ends[i]`.
+fn wait_for_high_watermarks(leaders: &[SocketAddr], topic: &str, log_ends: &[i64]) {
     let mut streams: Vec<_> = leaders.iter().map(|&address| connect(address)).collect();
     wait_until(
         "every follower caught up with its leader",
         Duration::from_secs(120),
         || {
-            streams
-                .iter_mut()
-                .zip(log_ends)
-                .enumerate()
-                .all(|(index, (stream, end))| {
-                    let response: ListOffsetsResponse = exchange(
-                        stream,
-                        ApiKey::ListOffsets,
-                        7,
-                        &ListOffsetsRequest::default()
-                            .with_replica_id(BrokerId(-1))
-                            .with_topics(vec![
-                                ListOffsetsTopic::default()
-                                    .with_name(topic.clone())
-                                    .with_partitions(vec![
-                                        ListOffsetsPartition::default()
-                                            .with_partition_index(index as i32)
-                                            .with_timestamp(-1),
-                                    ]),
-                            ]),
-                    );
-                    response.topics[0].partitions[0].offset >= *end
-                })
+            (0..)
+                .zip(streams.iter_mut().zip(log_ends))
+                .all(|(index, (stream, end))| latest_offset(stream, topic, index) >= *end)
         },
     );
 }

@@ -397,6 +397,15 @@ impl Config {
         })
     }
 
+    /// An integer key's resolved value: what was set, or the table's default (the config
+    /// validated it). Panics on a key the table does not give an integer: a programming error.
+    pub fn int(&self, key: &str) -> i64 {
+        self.raw
+            .get(key)
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{key} is not an integer key of the table"))
+    }
+
     /// Whether this node runs the broker role.
     pub fn is_broker(&self) -> bool {
         self.process_roles.iter().any(|role| role == "broker")

@@ -39,7 +39,7 @@ const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
 /// `replica.fetch.response.max.bytes` (1 MiB under it, for headers and a first batch past
 /// the limit, which KIP-74 returns whole).
 const MAX_RESPONSE_BYTES: usize = 100 * 1024 * 1024;
-const MAX_FETCH_ANSWER_BYTES: i32 = 99 * 1024 * 1024;
+const MAX_FETCH_ANSWER_BYTES: i32 = (MAX_RESPONSE_BYTES - 1024 * 1024) as i32;
 
 /// How long a fetcher waits to connect to a leader.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -132,21 +132,14 @@ struct FetchSettings {
 
 impl FetchSettings {
     fn from_config(config: &crate::config::Config) -> FetchSettings {
-        // The config validated each value; Kafka's default when unset.
-        let setting = |key: &str, default: i32| -> i32 {
-            config
-                .raw
-                .get(key)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-        };
+        // Int keys: the config validated them into i32's range.
+        let int = |key: &str| i32::try_from(config.int(key)).expect("an Int key");
         FetchSettings {
-            wait_ms: setting("replica.fetch.wait.max.ms", 500),
-            min_bytes: setting("replica.fetch.min.bytes", 1),
-            partition_max_bytes: setting("replica.fetch.max.bytes", 1_048_576),
+            wait_ms: int("replica.fetch.wait.max.ms"),
+            min_bytes: int("replica.fetch.min.bytes"),
+            partition_max_bytes: int("replica.fetch.max.bytes"),
             // Clamped to what the fetcher reads as one frame, so an answer always fits.
-            response_max_bytes: setting("replica.fetch.response.max.bytes", 10_485_760)
-                .min(MAX_FETCH_ANSWER_BYTES),
+            response_max_bytes: int("replica.fetch.response.max.bytes").min(MAX_FETCH_ANSWER_BYTES),
         }
     }
 }

@@ -8,10 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -20,6 +22,30 @@ use super::{batch, connect, exchange, metadata, wait_until};
 
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
+}
+
+/// The offset ListOffsets v7 "latest" (read_uncommitted) gives for `topic`'s partition `index`,
+/// asked over `stream` of its leader: the high watermark. Asserts the answer has no error.
+pub fn latest_offset(stream: &mut TcpStream, topic: &str, index: i32) -> i64 {
+    let response: ListOffsetsResponse = exchange(
+        stream,
+        ApiKey::ListOffsets,
+        7,
+        &ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(index)
+                            .with_timestamp(-1),
+                    ]),
+            ]),
+    );
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{response:?}");
+    partition.offset
 }
 
 /// Creates `name` with `partitions` partitions of `replication_factor` replicas and the given

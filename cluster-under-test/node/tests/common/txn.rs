@@ -8,13 +8,11 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ProducerId, TopicName, TransactionalId,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -145,25 +143,7 @@ pub fn describe(stream: &mut TcpStream, id: &str) -> (i16, String, i64, i16) {
 
 /// The log end offset of the id's `__transaction_state` partition, asked of its leader.
 pub fn txn_log_end(stream: &mut TcpStream, index: i32) -> i64 {
-    let response: ListOffsetsResponse = exchange(
-        stream,
-        ApiKey::ListOffsets,
-        7,
-        &ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![
-                ListOffsetsTopic::default()
-                    .with_name(TopicName(text(TXN_TOPIC)))
-                    .with_partitions(vec![
-                        ListOffsetsPartition::default()
-                            .with_partition_index(index)
-                            .with_timestamp(-1),
-                    ]),
-            ]),
-    );
-    let partition = &response.topics[0].partitions[0];
-    assert_eq!(partition.error_code, 0, "{response:?}");
-    partition.offset
+    super::partition::latest_offset(stream, TXN_TOPIC, index)
 }
 
 /// AddPartitionsToTxn v3 of partition `partition` of `topic`: its error code.
