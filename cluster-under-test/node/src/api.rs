@@ -146,7 +146,7 @@ pub async fn dispatch(
             ResponseKind::ListTransactions(list_transactions::handle(broker.txn(), &request))
         }
         RequestKind::ListOffsets(request) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request))
+            ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request, version))
         }
         RequestKind::OffsetCommit(request) => ResponseKind::OffsetCommit(
             offset_commit::handle(broker.groups(), &broker.image(), &request, version).await,

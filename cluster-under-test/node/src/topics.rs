@@ -134,8 +134,8 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicError> {
             _ => invalid("unknown compression type"),
         },
         "message.timestamp.type" => match value {
-            "CreateTime" => Ok(()),
-            _ => invalid("only `CreateTime` is supported"),
+            "CreateTime" | "LogAppendTime" => Ok(()),
+            _ => invalid("`CreateTime` or `LogAppendTime`"),
         },
         _ => invalid("not a topic configuration key"),
     }

@@ -1,7 +1,8 @@
 //! Compatibility with real Kafka clients: librdkafka (Python `confluent-kafka`) and the pure
 //! Python `kafka-python` each create a 3-partition topic on a running `logjam-node` process,
 //! produce 10,000 messages with acks=all and read every partition back; the script compares
-//! keys, values and offsets byte for byte.
+//! keys, values and offsets byte for byte. Each also looks offsets up by timestamp
+//! (`offsetsForTimes`, ListOffsets with a timestamp) after producing timestamped messages.
 //!
 //! The clients come from `.venv` at the repository root (`.ci/run` creates it from
 //! `cluster-under-test/node/tests/python/requirements.txt`) or from the interpreter named by `LOGJAM_PYTHON`. A missing
@@ -62,4 +63,36 @@ fn confluent_kafka_round_trip_of_10000_messages_with_acks_all() {
 #[test]
 fn kafka_python_round_trip_of_10000_messages_with_acks_all() {
     round_trip("kafka-python");
+}
+
+/// `offsetsForTimes` through `client` (ListOffsets by timestamp; see `offsets_for_times.py`).
+fn offsets_for_times(client: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), "");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/offsets_for_times.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(client)
+        .arg(node.address.to_string())
+        .arg(format!("times-{client}"))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{client} offsets_for_times failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.contains("\"wrong\": {}"), "{stdout}");
+}
+
+#[test]
+fn confluent_kafka_finds_offsets_by_timestamp() {
+    offsets_for_times("confluent");
+}
+
+#[test]
+fn kafka_python_finds_offsets_by_timestamp() {
+    offsets_for_times("kafka-python");
 }

@@ -24,6 +24,7 @@ use crate::topic_partition::TopicPartition;
 
 mod producer;
 mod sync;
+mod timestamps;
 mod truncate;
 mod txn;
 mod validate;

@@ -5,6 +5,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -366,6 +367,25 @@ impl LogSegment {
             position = FilePosition(position.0 + header.size_bytes() as u32);
         }
         Ok(None)
+    }
+
+    /// Calls `visit` with the header of every batch whose last offset is `>= from`, in order,
+    /// until it breaks; returns whether it broke. Reads headers only (one positioned read each),
+    /// starting from the offset index's entry for `from`.
+    pub(crate) fn visit_headers(
+        &self,
+        from: Offset,
+        visit: &mut dyn FnMut(&BatchHeader) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>> {
+        let mut position = self.index.lookup(from).position;
+        while position < self.size {
+            let header = self.read_header_at(position)?;
+            if header.last_offset() >= from && visit(&header).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+            position = FilePosition(position.0 + header.size_bytes() as u32);
+        }
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Reads whole batches starting with the one containing `start`: at most `max_bytes`

@@ -176,6 +176,7 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
                     match settling.outcome {
                         Ok((_, appended)) => answer
                             .with_base_offset(appended.base_offset)
+                            .with_log_append_time_ms(appended.log_append_time_ms)
                             .with_log_start_offset(appended.log_start_offset),
                         Err(error) => {
                             any_error = true;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::ResponseError;
-use logjam_storage::{LogConfig, LogManager, TopicPartition};
+use logjam_storage::{LogConfig, LogManager, TimestampType, TopicPartition};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -307,6 +307,13 @@ pub fn broker_log_config(config: &Config, topic_configs: &BTreeMap<String, Strin
         flush_interval_ms: topic("flush.ms").or(config.log_flush_interval_ms.map(|ms| ms as i64)),
         max_message_bytes: topic("max.message.bytes").unwrap_or(config.message_max_bytes as i64)
             as usize,
+        message_timestamp_type: match topic_configs
+            .get("message.timestamp.type")
+            .map(String::as_str)
+        {
+            Some("LogAppendTime") => TimestampType::LogAppendTime,
+            _ => TimestampType::CreateTime,
+        },
         ..LogConfig::default()
     }
 }

@@ -5,7 +5,9 @@
 //! `partition/leader.rs`; the decisions themselves are pure functions in `replication.rs`.
 
 mod leader;
+mod lookup;
 mod txn;
+pub use lookup::TimestampOffset;
 pub use txn::{Ask, TxnCheck, Verified};
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +59,8 @@ pub struct Appended {
     pub end_offset: i64,
     /// The leader epoch the append was made in.
     pub leader_epoch: i32,
+    /// The broker's time stamped into the batch on a `LogAppendTime` topic; -1 otherwise.
+    pub log_append_time_ms: i64,
 }
 
 /// What a follower fetch read from the leader's log.

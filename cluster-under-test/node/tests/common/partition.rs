@@ -25,27 +25,37 @@ pub fn topic_name(name: &str) -> TopicName {
 }
 
 /// The offset ListOffsets v7 "latest" (read_uncommitted) gives for `topic`'s partition `index`,
-/// asked over `stream` of its leader: the high watermark. Asserts the answer has no error.
+/// asked over `stream` of its leader: the high watermark. A new leader whose high watermark
+/// still lags its epoch's start answers `OFFSET_NOT_AVAILABLE` (78), which is asked again for up
+/// to 10 s, as clients retry it; any other error fails.
 pub fn latest_offset(stream: &mut TcpStream, topic: &str, index: i32) -> i64 {
-    let response: ListOffsetsResponse = exchange(
-        stream,
-        ApiKey::ListOffsets,
-        7,
-        &ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![
-                ListOffsetsTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_partitions(vec![
-                        ListOffsetsPartition::default()
-                            .with_partition_index(index)
-                            .with_timestamp(-1),
-                    ]),
-            ]),
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![
+                    ListOffsetsPartition::default()
+                        .with_partition_index(index)
+                        .with_timestamp(-1),
+                ]),
+        ]);
+    let mut offset = None;
+    wait_until(
+        "the leader's high watermark reaches its epoch's start",
+        Duration::from_secs(10),
+        || {
+            let response: ListOffsetsResponse = exchange(stream, ApiKey::ListOffsets, 7, &request);
+            let partition = &response.topics[0].partitions[0];
+            if partition.error_code == 78 {
+                return false;
+            }
+            assert_eq!(partition.error_code, 0, "{response:?}");
+            offset = Some(partition.offset);
+            true
+        },
     );
-    let partition = &response.topics[0].partitions[0];
-    assert_eq!(partition.error_code, 0, "{response:?}");
-    partition.offset
+    offset.expect("answered")
 }
 
 /// Creates `name` with `partitions` partitions of `replication_factor` replicas and the given

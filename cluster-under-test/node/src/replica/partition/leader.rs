@@ -325,6 +325,7 @@ impl Partition {
                             log_start_offset: log.log_start_offset().0,
                             end_offset: original.last_offset.0 + 1,
                             leader_epoch,
+                            log_append_time_ms: -1,
                         });
                     }
                     Err(error) => {
@@ -357,6 +358,7 @@ impl Partition {
                 log_start_offset: log.log_start_offset().0,
                 end_offset: info.last_offset.0 + 1,
                 leader_epoch,
+                log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
             })
         })
         .await

@@ -179,6 +179,7 @@ impl Partition {
                 log_start_offset: log.log_start_offset().0,
                 end_offset: info.last_offset.0 + 1,
                 leader_epoch,
+                log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
             })
         })
         .await
@@ -226,6 +227,7 @@ impl Partition {
                 log_start_offset: log.log_start_offset().0,
                 end_offset: info.last_offset.0 + 1,
                 leader_epoch,
+                log_append_time_ms: info.log_append_time_ms.unwrap_or(-1),
             })
         })
         .await
