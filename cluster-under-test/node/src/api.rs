@@ -4,7 +4,7 @@
 //! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
 //! no response at all (acks=0). They never see raw bytes (`network/framing.rs` owns decoding),
 //! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
-//! Produce, Fetch, ListOffsets and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
+//! Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
 //! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
 //! APIs, the [`GroupCoordinator`] for the group APIs).
 //!
@@ -38,6 +38,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
 mod sync_group;
 mod txn_offset_commit;
@@ -148,6 +149,9 @@ pub async fn dispatch(
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request, version))
         }
+        RequestKind::OffsetForLeaderEpoch(request) => ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(broker.replicas(), &request),
+        ),
         RequestKind::OffsetCommit(request) => ResponseKind::OffsetCommit(
             offset_commit::handle(broker.groups(), &broker.image(), &request, version).await,
         ),

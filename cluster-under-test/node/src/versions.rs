@@ -14,7 +14,7 @@
 //! need them (librdkafka with `broker.version.fallback` below 0.11, kafka-python pinned to
 //! `(0, 10)`) are refused by Kafka 4 brokers in the same way. librdkafka 2.x and kafka-python
 //! negotiate within these ranges: Metadata from v0, ApiVersions from v0, Produce v3+ (message
-//! format v2), Fetch v4+, ListOffsets v1+.
+//! format v2), Fetch v4+, ListOffsets v1+, OffsetForLeaderEpoch v2+.
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -27,6 +27,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::Produce, 3, 13),
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
+    // Consumers' truncation detection (KIP-320); v0-v1 are gone in Kafka 4 (KIP-896).
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
@@ -149,6 +151,9 @@ mod tests {
             ApiKey::Produce => RequestKind::Produce(ProduceRequest::default()),
             ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
             ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
+            ApiKey::OffsetForLeaderEpoch => {
+                RequestKind::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
+            }
             ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
             ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
             ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
@@ -223,6 +228,9 @@ mod tests {
             ApiKey::Produce => ResponseKind::Produce(ProduceResponse::default()),
             ApiKey::Fetch => ResponseKind::Fetch(FetchResponse::default()),
             ApiKey::ListOffsets => ResponseKind::ListOffsets(ListOffsetsResponse::default()),
+            ApiKey::OffsetForLeaderEpoch => {
+                ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default())
+            }
             ApiKey::Metadata => ResponseKind::Metadata(MetadataResponse::default()),
             ApiKey::ApiVersions => ResponseKind::ApiVersions(ApiVersionsResponse::default()),
             ApiKey::CreateTopics => ResponseKind::CreateTopics(CreateTopicsResponse::default()),

@@ -324,6 +324,9 @@ fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
     if let Some(request) = groups::request_for(key, version, context) {
         return request;
     }
+    if let Some(request) = epochs::request_for(key, context) {
+        return request;
+    }
     match key {
         ApiKey::Produce => produce_request_for(version, context),
         ApiKey::Fetch => RequestKind::Fetch(fetch_request_for(version, context)),
@@ -409,6 +412,9 @@ fn check(
         return checked;
     }
     if let Some(checked) = groups::check(version, response) {
+        return checked;
+    }
+    if let Some(checked) = epochs::check(response, context) {
         return checked;
     }
     match response {
@@ -697,6 +703,8 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
 
 #[path = "sweep/controller.rs"]
 mod controller;
+#[path = "sweep/epochs.rs"]
+mod epochs;
 #[path = "sweep/groups.rs"]
 mod groups;
 #[path = "sweep/txn.rs"]

@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::controller_and_brokers::ControllerAndBrokers;
-use common::partition::{create_topic, partition_state, produce, read_all, wait_for_isr};
+use common::partition::{
+    create_topic, epoch_end, leader_epoch, partition_state, produce, read_all, wait_for_isr,
+};
 use common::{Cluster, NodeProcess, wait_until};
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
@@ -236,6 +238,15 @@ fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
     let brokers = &mut cluster.brokers;
     let (old, followers, acked) = write_to_lonely_leader(brokers, "unclean", 5);
     let first_lost = acked[0];
+    // A consumer that read the acknowledged records holds a position after them, fetched in
+    // the old leader's epoch.
+    let old_epoch = leader_epoch(brokers[old].address, "unclean").expect("the old leader's epoch");
+    let consumer_position = acked[acked.len() - 1] + 1;
+    assert_eq!(
+        epoch_end(brokers[old].address, "unclean", old_epoch),
+        (0, old_epoch, consumer_position),
+        "the current epoch ends at the log end"
+    );
     brokers[old].kill();
     let stale = followers[0];
     brokers[stale].resume();
@@ -253,6 +264,19 @@ fn unclean_election_loses_acknowledged_records_and_old_leader_truncates() {
         }
     };
     assert_eq!(reused, first_lost, "the lost offsets are reused");
+    // KIP-320: the consumer asks the new leader where its epoch ends and learns that the log
+    // was truncated under its position, at the first lost offset.
+    let (error, epoch, end) = epoch_end(brokers[stale].address, "unclean", old_epoch);
+    assert_eq!(error, 0);
+    assert!(
+        epoch <= old_epoch,
+        "the largest epoch at or below the asked one: {epoch}"
+    );
+    assert_eq!(end, first_lost, "the divergence point");
+    assert!(
+        end < consumer_position,
+        "the consumer can see its position was truncated"
+    );
     brokers[old].restart();
     brokers[followers[1]].resume();
     wait_until(

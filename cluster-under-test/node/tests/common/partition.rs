@@ -249,3 +249,44 @@ pub fn read_all(address: SocketAddr, topic: &str) -> Vec<(i64, Vec<u8>)> {
         }
     }
 }
+
+/// The leader epoch of `topic`'s partition 0 in `address`'s metadata.
+pub fn leader_epoch(address: SocketAddr, topic: &str) -> Option<i32> {
+    metadata(address)?
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == 0)
+        .map(|p| p.leader_epoch)
+}
+
+/// OffsetForLeaderEpoch v4 as a consumer asks it (no fencing) of `address`: where `epoch`
+/// ends in `topic`'s partition 0. (error code, epoch, end offset).
+pub fn epoch_end(address: SocketAddr, topic: &str, epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            OffsetForLeaderTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(vec![
+                    OffsetForLeaderPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(-1)
+                        .with_leader_epoch(epoch),
+                ]),
+        ]);
+    let response: OffsetForLeaderEpochResponse = exchange(
+        &mut connect(address),
+        ApiKey::OffsetForLeaderEpoch,
+        4,
+        &request,
+    );
+    let answer = &response.topics[0].partitions[0];
+    (answer.error_code, answer.leader_epoch, answer.end_offset)
+}

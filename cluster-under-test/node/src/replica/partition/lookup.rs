@@ -1,6 +1,7 @@
-//! ListOffsets' questions of a partition beyond its three positions: the record a timestamp
-//! finds, the record with the largest timestamp, the epoch of the log start, and the leader
-//! epoch's start offset (a new leader's high watermark may lag it, KIP-207).
+//! ListOffsets' and OffsetForLeaderEpoch's questions of a partition beyond its three positions:
+//! the record a timestamp finds, the record with the largest timestamp, the epoch of the log
+//! start, where an epoch ends, and the leader epoch's start offset (a new leader's high
+//! watermark may lag it, KIP-207).
 //!
 //! The storage finds the batch (`logjam_storage::Log::first_batch_reaching_timestamp`); the
 //! record inside is found here, where the wire crate can decompress it. A `LogAppendTime`
@@ -10,7 +11,7 @@
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::records::RecordBatchDecoder;
-use logjam_storage::{BatchHeader, Offset, TimestampType};
+use logjam_storage::{BatchHeader, LeaderEpoch, Offset, TimestampType};
 
 use super::{Partition, kafka_error};
 
@@ -81,6 +82,14 @@ impl Partition {
             .first()
             .filter(|entry| entry.start_offset <= log.log_start_offset())
             .map_or(-1, |entry| entry.epoch.0)
+    }
+
+    /// Where `epoch` ends in this log (the leader-epoch cache's `endOffsetFor`): the largest
+    /// cached epoch at or below it and the start of the next epoch, or the log end for the
+    /// latest; `None` when the cache cannot say (OffsetForLeaderEpoch's `-1`/`-1`).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        let answer = self.lock().end_offset_for_epoch(LeaderEpoch(epoch));
+        (answer.end_offset.0 >= 0).then_some((answer.leader_epoch.0, answer.end_offset.0))
     }
 
     /// The offset this broker's log ended at when it became leader in the current epoch;
