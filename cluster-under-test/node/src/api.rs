@@ -22,6 +22,7 @@ mod consumer_group_heartbeat;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
+mod describe_configs;
 mod describe_groups;
 mod describe_transactions;
 mod end_txn;
@@ -149,6 +150,9 @@ pub async fn dispatch(
         RequestKind::ListOffsets(request) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker.replicas(), &request, version))
         }
+        RequestKind::DescribeConfigs(request) => ResponseKind::DescribeConfigs(
+            describe_configs::handle(broker.config(), broker.replicas(), &request),
+        ),
         RequestKind::OffsetForLeaderEpoch(request) => ResponseKind::OffsetForLeaderEpoch(
             offset_for_leader_epoch::handle(broker.replicas(), &request),
         ),

@@ -156,6 +156,9 @@ pub struct Config {
     pub transaction_partition_verification_enable: bool,
     /// Every key with its resolved value, defaults included.
     pub raw: BTreeMap<String, String>,
+    /// The keys the file or an override set (DescribeConfigs' `STATIC_BROKER_CONFIG`); the
+    /// rest of `raw` holds defaults.
+    pub set: std::collections::BTreeSet<String>,
 }
 
 impl Config {
@@ -394,6 +397,7 @@ impl Config {
             transaction_partition_verification_enable: raw["transaction.partition.verification.enable"]
                 == "true",
             raw,
+            set: set.keys().cloned().collect(),
         })
     }
 

@@ -33,6 +33,8 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::CreatePartitions, 0, 3),
+    // v0 is gone in Kafka 4 (KIP-896).
+    (ApiKey::DescribeConfigs, 1, 4),
     // v2 adds the voters' endpoints (`Nodes`, KIP-853), which the quorum does not track.
     (ApiKey::DescribeQuorum, 0, 1),
     // v6 is unstable in Kafka (two-phase commit) and not encodable by kafka-protocol 0.18.
@@ -154,6 +156,9 @@ mod tests {
             ApiKey::OffsetForLeaderEpoch => {
                 RequestKind::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
             }
+            ApiKey::DescribeConfigs => {
+                RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
+            }
             ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
             ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
             ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
@@ -230,6 +235,9 @@ mod tests {
             ApiKey::ListOffsets => ResponseKind::ListOffsets(ListOffsetsResponse::default()),
             ApiKey::OffsetForLeaderEpoch => {
                 ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default())
+            }
+            ApiKey::DescribeConfigs => {
+                ResponseKind::DescribeConfigs(DescribeConfigsResponse::default())
             }
             ApiKey::Metadata => ResponseKind::Metadata(MetadataResponse::default()),
             ApiKey::ApiVersions => ResponseKind::ApiVersions(ApiVersionsResponse::default()),

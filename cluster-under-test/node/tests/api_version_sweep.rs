@@ -327,6 +327,9 @@ fn request_for(key: ApiKey, version: i16, context: &Context) -> RequestKind {
     if let Some(request) = epochs::request_for(key, context) {
         return request;
     }
+    if let Some(request) = configs::request_for(key) {
+        return request;
+    }
     match key {
         ApiKey::Produce => produce_request_for(version, context),
         ApiKey::Fetch => RequestKind::Fetch(fetch_request_for(version, context)),
@@ -415,6 +418,9 @@ fn check(
         return checked;
     }
     if let Some(checked) = epochs::check(response, context) {
+        return checked;
+    }
+    if let Some(checked) = configs::check(version, response) {
         return checked;
     }
     match response {
@@ -701,6 +707,8 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
     drop(node);
 }
 
+#[path = "sweep/configs.rs"]
+mod configs;
 #[path = "sweep/controller.rs"]
 mod controller;
 #[path = "sweep/epochs.rs"]

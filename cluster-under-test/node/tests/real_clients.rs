@@ -2,7 +2,8 @@
 //! Python `kafka-python` each create a 3-partition topic on a running `logjam-node` process,
 //! produce 10,000 messages with acks=all and read every partition back; the script compares
 //! keys, values and offsets byte for byte. Each also looks offsets up by timestamp
-//! (`offsetsForTimes`, ListOffsets with a timestamp) after producing timestamped messages.
+//! (`offsetsForTimes`, ListOffsets with a timestamp) after producing timestamped messages,
+//! and describes a topic's and the broker's configs (DescribeConfigs).
 //!
 //! The clients come from `.venv` at the repository root (`.ci/run` creates it from
 //! `cluster-under-test/node/tests/python/requirements.txt`) or from the interpreter named by `LOGJAM_PYTHON`. A missing
@@ -95,4 +96,36 @@ fn confluent_kafka_finds_offsets_by_timestamp() {
 #[test]
 fn kafka_python_finds_offsets_by_timestamp() {
     offsets_for_times("kafka-python");
+}
+
+/// DescribeConfigs through `client` (see `describe_configs.py`), against a node whose file sets
+/// `min.insync.replicas=2`.
+fn describe_configs(client: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), "min.insync.replicas=2");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/describe_configs.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(client)
+        .arg(node.address.to_string())
+        .arg(format!("configs-{client}"))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{client} describe_configs failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.contains("\"wrong\": {}"), "{stdout}");
+}
+
+#[test]
+fn confluent_kafka_describes_topic_and_broker_configs() {
+    describe_configs("confluent");
+}
+
+#[test]
+fn kafka_python_describes_topic_and_broker_configs() {
+    describe_configs("kafka-python");
 }
