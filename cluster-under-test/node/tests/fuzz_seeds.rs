@@ -33,6 +33,16 @@ fn default_request(key: ApiKey) -> RequestKind {
         ApiKey::Produce => RequestKind::Produce(ProduceRequest::default().with_acks(-1)),
         ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
+        ApiKey::OffsetForLeaderEpoch => {
+            RequestKind::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
+        }
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
+            DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("fuzz")),
+            ]),
+        ),
         ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
         ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
         ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
@@ -63,6 +73,25 @@ fn default_request(key: ApiKey) -> RequestKind {
             ConsumerGroupDescribeRequest::default()
                 .with_group_ids(vec![GroupId(StrBytes::from_static_str("seed-cg"))]),
         ),
+        // The coordinators' APIs: an empty request still takes the handler's path.
+        ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(FindCoordinatorRequest::default()),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default()),
+        ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(DescribeTransactionsRequest::default()),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(ListTransactionsRequest::default()),
+        ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+        ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
+        ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(DeleteGroupsRequest::default()),
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(OffsetDeleteRequest::default()),
         other => panic!("no seed request for {other:?}: add one"),
     }
 }
@@ -134,11 +163,13 @@ fn write_fuzz_seeds() {
         let tp = TopicPartition::new("fuzz", 0);
         let manager = LogManager::open(dir.path(), config.clone()).unwrap();
         let log = manager.create_log(tp.clone(), config).unwrap();
+        // The broker's clock at append: no batch may be stamped an hour after it.
+        let now_ms = 1_700_000_000_000;
         for epoch in 1..=3 {
             let mut log = lock_log(&log);
-            log.append_as_leader(&one, LeaderEpoch(epoch), 1_000)
+            log.append_as_leader(&one, LeaderEpoch(epoch), now_ms)
                 .unwrap();
-            log.append_as_leader(&batch(&[b"x", b"yy"]), LeaderEpoch(epoch), 1_000)
+            log.append_as_leader(&batch(&[b"x", b"yy"]), LeaderEpoch(epoch), now_ms)
                 .unwrap();
         }
         lock_log(&log).flush().unwrap();
@@ -146,7 +177,7 @@ fn write_fuzz_seeds() {
             manager.shutdown().unwrap();
         } else {
             lock_log(&log)
-                .append_as_leader(&one, LeaderEpoch(3), 1_000)
+                .append_as_leader(&one, LeaderEpoch(3), now_ms)
                 .unwrap();
         }
         drop(log);
