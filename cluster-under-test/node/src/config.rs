@@ -348,6 +348,15 @@ impl Config {
             .filter(|ms| *ms != i64::MAX)
             .map(|ms| u64::try_from(ms).map_err(|_| invalid("log.flush.interval.ms", "negative")))
             .transpose()?;
+        if !matches!(
+            raw["log.message.timestamp.type"].as_str(),
+            "CreateTime" | "LogAppendTime"
+        ) {
+            return Err(invalid(
+                "log.message.timestamp.type",
+                "expected `CreateTime` or `LogAppendTime`",
+            ));
+        }
         let replication_factor = int("default.replication.factor");
         let metadata_log_dir = raw
             .get("metadata.log.dir")
@@ -538,6 +547,10 @@ mod tests {
             ),
             ("node.id=99999999999", "node.id"),
             ("process.roles=leader", "process.roles"),
+            (
+                "log.message.timestamp.type=AppendTime",
+                "log.message.timestamp.type",
+            ),
             ("listeners=localhost:9092", "listeners"),
             // The new consumer protocol's bounds, checked together.
             (

@@ -398,6 +398,15 @@ mod tests {
             (cleanup.value.as_deref(), cleanup.source),
             (Some("delete"), DEFAULT_CONFIG)
         );
+        let appended = topic_entries(
+            &BTreeMap::new(),
+            &broker("log.message.timestamp.type=LogAppendTime"),
+        );
+        let stamp = entry(&appended, "message.timestamp.type");
+        assert_eq!(
+            (stamp.value.as_deref(), stamp.source),
+            (Some("LogAppendTime"), STATIC_BROKER_CONFIG)
+        );
         let defaults = topic_entries(&BTreeMap::new(), &broker(""));
         let retention = entry(&defaults, "retention.ms");
         assert_eq!(

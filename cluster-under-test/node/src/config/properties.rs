@@ -111,6 +111,7 @@ pub static KEYS: &[KeySpec] = &[
     ),
     key_min("log.retention.hours", Kind::Int, "168", -1),
     key("log.retention.bytes", Kind::Long, "-1"),
+    key("log.message.timestamp.type", Kind::Str, "CreateTime"),
     key_min("message.max.bytes", Kind::Int, "1048588", 0),
     key_min("num.recovery.threads.per.data.dir", Kind::Int, "2", 1),
     // Topics.

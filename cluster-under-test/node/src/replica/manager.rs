@@ -307,8 +307,10 @@ pub fn broker_log_config(config: &Config, topic_configs: &BTreeMap<String, Strin
         flush_interval_ms: topic("flush.ms").or(config.log_flush_interval_ms.map(|ms| ms as i64)),
         max_message_bytes: topic("max.message.bytes").unwrap_or(config.message_max_bytes as i64)
             as usize,
+        // The topic's override, else the broker's `log.message.timestamp.type`.
         message_timestamp_type: match topic_configs
             .get("message.timestamp.type")
+            .or_else(|| config.raw.get("log.message.timestamp.type"))
             .map(String::as_str)
         {
             Some("LogAppendTime") => TimestampType::LogAppendTime,
