@@ -1,5 +1,5 @@
 //! Compatibility with real Kafka clients: librdkafka (Python `confluent-kafka`) and the pure
-//! Python `kafka-python` each create a 3-partition topic on a running `logjam-node` process,
+//! Python `kafka-python` (and `aiokafka`, a third protocol implementation) each create a 3-partition topic on a running `logjam-node` process,
 //! produce 10,000 messages with acks=all and read every partition back; the script compares
 //! keys, values and offsets byte for byte. Each also looks offsets up by timestamp
 //! (`offsetsForTimes`, ListOffsets with a timestamp) after producing timestamped messages,
@@ -128,4 +128,31 @@ fn confluent_kafka_describes_topic_and_broker_configs() {
 #[test]
 fn kafka_python_describes_topic_and_broker_configs() {
     describe_configs("kafka-python");
+}
+
+/// aiokafka, a third protocol implementation (its own version choices): idempotent produce,
+/// a consumer group with commits, offsets by timestamp, a committed and an aborted
+/// transaction with the group's offsets, read_committed (see `aiokafka_roundtrip.py`).
+#[test]
+fn aiokafka_round_trip_groups_and_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(dir.path(), "");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/aiokafka_roundtrip.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(node.address.to_string())
+        .arg("aiokafka")
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "aiokafka round trip failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stdout.contains("\"acked\": 300") && stdout.contains("\"problems\": []"),
+        "{stdout}"
+    );
 }
