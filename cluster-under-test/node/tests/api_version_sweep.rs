@@ -683,7 +683,7 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
         failures.len(),
         client_calls + controller_calls,
         failures.join("\n"),
-        &log[log.len().saturating_sub(3000)..]
+        common::tail(&log, 3000)
     );
     // The sweep did cover the APIs clients need, at more than one version each.
     for key in [

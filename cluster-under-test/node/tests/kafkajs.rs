@@ -38,7 +38,7 @@ fn kafkajs_round_trip_groups_transactions_and_admin() {
     assert!(
         output.status.success(),
         "KafkaJS round trip failed\nstdout: {stdout}\nstderr: {stderr}\nnode log tail: {}",
-        &log[log.len().saturating_sub(4000)..]
+        common::tail(&log, 4000)
     );
     assert!(
         stdout.contains("\"read\":300") && stdout.contains("\"problems\":[]"),

@@ -9,48 +9,21 @@ mod common;
 
 use std::net::SocketAddr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::partition::{create_topic, topic_name};
-use common::{NodeProcess, connect, exchange};
-use indexmap::IndexMap;
+use common::{NodeProcess, connect, exchange, timed_batch};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 /// A time in the past every timestamp here is relative to.
 const T0: i64 = 1_700_000_000_000;
 
-/// A batch of records with these timestamps (relative to [`T0`]).
+/// One batch of records with these timestamps (relative to [`T0`]).
 fn batch_at(timestamps: &[i64], compression: Compression) -> Bytes {
-    let records: Vec<Record> = timestamps
-        .iter()
-        .enumerate()
-        .map(|(i, t)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: T0 + t,
-            key: None,
-            value: Some(Bytes::from_static(b"v")),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    let absolute: Vec<i64> = timestamps.iter().map(|t| T0 + t).collect();
+    timed_batch(&absolute, b"v", compression)
 }
 
 /// Produces `records` to partition 0; its base offset and log append time.
@@ -123,7 +96,7 @@ fn a_timestamp_finds_the_first_record_reaching_it_inside_plain_and_compressed_ba
     let node = NodeProcess::start(dir.path(), "");
     create_topic(node.address, "times", 1, 1, &[]);
     // Offsets 0-1 at 10, 15; 2-3 at 30, 20 (out of order, as producers' clocks allow); 4-6 at
-    // 40, 45, 50 compressed; 7 at 25.
+    // 40, 50, 45 compressed (the largest inside the batch, not its last); 7 at 25.
     let (_, append_time) = produce(
         node.address,
         "times",
@@ -138,7 +111,7 @@ fn a_timestamp_finds_the_first_record_reaching_it_inside_plain_and_compressed_ba
     produce(
         node.address,
         "times",
-        batch_at(&[40, 45, 50], Compression::Gzip),
+        batch_at(&[40, 50, 45], Compression::Gzip),
     );
     produce(node.address, "times", batch_at(&[25], Compression::None));
     for version in [1, 4, 7, 10] {
@@ -156,7 +129,8 @@ fn a_timestamp_finds_the_first_record_reaching_it_inside_plain_and_compressed_ba
         );
         assert_eq!(at(21), (30, 2), "v{version}");
         assert_eq!(at(31), (40, 4), "v{version}");
-        assert_eq!(at(42), (45, 5), "v{version}: inside the gzip batch");
+        assert_eq!(at(42), (50, 5), "v{version}: inside the gzip batch");
+        assert_eq!(at(46), (50, 5), "v{version}");
         assert_eq!(
             at(51),
             (-1, -1),
@@ -166,8 +140,8 @@ fn a_timestamp_finds_the_first_record_reaching_it_inside_plain_and_compressed_ba
     let answers = list(node.address, "times", 7, &[-3, -5, -2, -1]);
     assert_eq!(
         answers.iter().map(|a| (a.0, a.2)).collect::<Vec<_>>(),
-        [(0, 6), (0, -1), (0, 0), (0, 8)],
-        "max timestamp at 6, latest tiered -1, earliest 0, latest 8"
+        [(0, 5), (0, -1), (0, 0), (0, 8)],
+        "max timestamp at 5, latest tiered -1, earliest 0, latest 8"
     );
     assert_eq!(answers[0].1, T0 + 50, "max timestamp's own timestamp");
     assert_eq!(answers[1].3, -1, "latest tiered has no epoch");
@@ -175,6 +149,11 @@ fn a_timestamp_finds_the_first_record_reaching_it_inside_plain_and_compressed_ba
         answers[0].3 >= 0,
         "the record's batch has its leader's epoch"
     );
+    assert_eq!(
+        answers[2].3, answers[3].3,
+        "the log start lies in the current (first) epoch"
+    );
+    assert!(answers[2].3 >= 0);
 
     // A partition named twice: both answered INVALID_REQUEST (42), others unaffected.
     let request = ListOffsetsRequest::default()

@@ -110,7 +110,7 @@ fn log_ends(address: SocketAddr, topic: &str) -> Vec<i64> {
 
 fn node_log(node: &NodeProcess) -> String {
     let log = std::fs::read_to_string(node.dir.join("node.log")).unwrap_or_default();
-    log[log.len().saturating_sub(3000)..].to_owned()
+    common::tail(&log, 3000).to_owned()
 }
 
 /// Runs `old_clients.py` for `client` pinned to `version`; returns its JSON line.

@@ -29,26 +29,43 @@ fn python() -> PathBuf {
     venv
 }
 
-fn round_trip(client: &str) {
+/// Starts a node (its properties file gets `settings`), runs `tests/python/<script>` with
+/// `args` (`BOOTSTRAP` standing for the node's address), and returns its stdout once it exited
+/// 0; otherwise fails with its output and the node log's tail.
+fn run_script(script: &str, settings: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), "");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/roundtrip.py");
+    let node = NodeProcess::start(dir.path(), settings);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
     let output = Command::new(python())
-        .arg(script)
-        .arg(client)
-        .arg(node.address.to_string())
-        .arg(format!("roundtrip-{client}"))
-        .arg("3")
-        .arg("10000")
+        .arg(path)
+        .args(args.iter().map(|arg| match *arg {
+            BOOTSTRAP => node.address.to_string(),
+            arg => arg.to_owned(),
+        }))
         .output()
         .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
     assert!(
         output.status.success(),
-        "{client} round trip failed\nstdout: {stdout}\nstderr: {stderr}\nnode log tail: {}",
-        &log[log.len().saturating_sub(4000)..]
+        "{script} {args:?} failed\nstdout: {stdout}\nstderr: {stderr}\nnode log tail: {}",
+        common::tail(&log, 4000)
+    );
+    stdout
+}
+
+/// Stands for the node's address in [`run_script`]'s arguments.
+const BOOTSTRAP: &str = "{bootstrap}";
+
+fn round_trip(client: &str) {
+    let topic = format!("roundtrip-{client}");
+    let stdout = run_script(
+        "roundtrip.py",
+        "",
+        &[client, BOOTSTRAP, &topic, "3", "10000"],
     );
     assert!(
         stdout.contains("\"acked\": 10000") && stdout.contains("\"read\": 10000"),
@@ -68,23 +85,8 @@ fn kafka_python_round_trip_of_10000_messages_with_acks_all() {
 
 /// `offsetsForTimes` through `client` (ListOffsets by timestamp; see `offsets_for_times.py`).
 fn offsets_for_times(client: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), "");
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/offsets_for_times.py");
-    let output = Command::new(python())
-        .arg(script)
-        .arg(client)
-        .arg(node.address.to_string())
-        .arg(format!("times-{client}"))
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{client} offsets_for_times failed\nstdout: {stdout}\nstderr: {stderr}"
-    );
+    let topic = format!("times-{client}");
+    let stdout = run_script("offsets_for_times.py", "", &[client, BOOTSTRAP, &topic]);
     assert!(stdout.contains("\"wrong\": {}"), "{stdout}");
 }
 
@@ -101,21 +103,11 @@ fn kafka_python_finds_offsets_by_timestamp() {
 /// DescribeConfigs through `client` (see `describe_configs.py`), against a node whose file sets
 /// `min.insync.replicas=2`.
 fn describe_configs(client: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), "min.insync.replicas=2");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/describe_configs.py");
-    let output = Command::new(python())
-        .arg(script)
-        .arg(client)
-        .arg(node.address.to_string())
-        .arg(format!("configs-{client}"))
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{client} describe_configs failed\nstdout: {stdout}\nstderr: {stderr}"
+    let topic = format!("configs-{client}");
+    let stdout = run_script(
+        "describe_configs.py",
+        "min.insync.replicas=2",
+        &[client, BOOTSTRAP, &topic],
     );
     assert!(stdout.contains("\"wrong\": {}"), "{stdout}");
 }
@@ -135,22 +127,7 @@ fn kafka_python_describes_topic_and_broker_configs() {
 /// transaction with the group's offsets, read_committed (see `aiokafka_roundtrip.py`).
 #[test]
 fn aiokafka_round_trip_groups_and_transactions() {
-    let dir = tempfile::tempdir().unwrap();
-    let node = NodeProcess::start(dir.path(), "");
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/aiokafka_roundtrip.py");
-    let output = Command::new(python())
-        .arg(script)
-        .arg(node.address.to_string())
-        .arg("aiokafka")
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "aiokafka round trip failed\nstdout: {stdout}\nstderr: {stderr}"
-    );
+    let stdout = run_script("aiokafka_roundtrip.py", "", &[BOOTSTRAP, "aiokafka"]);
     assert!(
         stdout.contains("\"acked\": 300") && stdout.contains("\"problems\": []"),
         "{stdout}"

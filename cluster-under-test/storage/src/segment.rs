@@ -8,6 +8,7 @@ use std::io;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::batch::{self, BatchHeader, HEADER_BYTES};
 use crate::config::LogConfig;
@@ -70,6 +71,10 @@ pub(crate) struct LogSegment {
     index_trusted: bool,
     /// Aborted transactions whose marker is in this segment.
     pub(crate) txn_index: TransactionIndex,
+    /// The header of the first batch holding the segment's largest timestamp (`None` when
+    /// empty), as Kafka keeps `maxTimestampAndOffsetSoFar`: learned by one scan of the headers
+    /// on first use, kept up to date by appends, forgotten by truncation.
+    largest: OnceLock<Option<BatchHeader>>,
 }
 
 impl LogSegment {
@@ -117,6 +122,7 @@ impl LogSegment {
             index_interval_bytes: config.index_interval_bytes,
             index_trusted: true,
             txn_index: TransactionIndex::create(dir, base_offset)?,
+            largest: OnceLock::from(None),
         })
     }
 
@@ -156,6 +162,7 @@ impl LogSegment {
             index_interval_bytes: config.index_interval_bytes,
             index_trusted,
             txn_index: TransactionIndex::open(dir, base_offset)?,
+            largest: OnceLock::new(),
         })
     }
 
@@ -244,6 +251,7 @@ impl LogSegment {
                 .map_err(Error::io("truncate segment", &self.log_path))?;
         }
         self.size = outcome.valid_end;
+        self.largest = OnceLock::new();
         self.next_offset = if outcome.batches == 0 {
             self.base_offset
         } else {
@@ -324,7 +332,30 @@ impl LogSegment {
         debug_assert_eq!(position.as_usize(), end);
         self.size = position;
         self.next_offset = last.next_offset();
+        if let Some(largest) = self.largest.get_mut() {
+            for header in headers {
+                if largest.is_none_or(|known| header.max_timestamp_ms > known.max_timestamp_ms) {
+                    *largest = Some(*header);
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The header of the first batch holding this segment's largest timestamp; `None` when
+    /// the segment is empty. Scans the headers once, on first use.
+    pub(crate) fn largest_timestamp_batch(&self) -> Result<Option<BatchHeader>> {
+        if let Some(known) = self.largest.get() {
+            return Ok(*known);
+        }
+        let mut largest: Option<BatchHeader> = None;
+        let _ = self.visit_headers(self.base_offset, &mut |header| {
+            if largest.is_none_or(|known| header.max_timestamp_ms > known.max_timestamp_ms) {
+                largest = Some(*header);
+            }
+            ControlFlow::Continue(())
+        })?;
+        Ok(*self.largest.get_or_init(|| largest))
     }
 
     /// Reads the header of the stored batch at `position`, checking its framing.
@@ -488,6 +519,7 @@ impl LogSegment {
             return Ok(0);
         };
         let removed = u64::from(self.size.0 - position.0);
+        self.largest = OnceLock::new();
         self.log
             .set_len(position.as_u64())
             .map_err(Error::io("truncate segment", &self.log_path))?;

@@ -6,6 +6,28 @@
 use crate::protocol::buf::{ByteBuf, ByteBufMut};
 use anyhow::Result;
 
+/// logjam patch: the most bytes one compressed record batch may decompress to. Without a bound
+/// a few KiB of gzip or zstd (a "decompression bomb") ask for gigabytes and abort the process
+/// in the allocator. Kafka's producers build batches inside `buffer.memory` (32 MiB by
+/// default), so 256 MiB leaves real batches far inside it.
+pub const MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
+
+/// logjam patch: reads `reader` to its end into a buffer, failing past
+/// [`MAX_DECOMPRESSED_BYTES`] instead of allocating without bound.
+#[allow(dead_code)]
+fn read_bounded(reader: impl std::io::Read, codec: &str) -> Result<bytes::Bytes> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    reader
+        .take(MAX_DECOMPRESSED_BYTES as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|error| anyhow::anyhow!("Failed to decompress {codec}: {error}"))?;
+    if out.len() > MAX_DECOMPRESSED_BYTES {
+        anyhow::bail!("{codec} batch decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes");
+    }
+    Ok(bytes::Bytes::from(out))
+}
+
 #[cfg(feature = "gzip")]
 mod gzip;
 #[cfg(feature = "lz4")]

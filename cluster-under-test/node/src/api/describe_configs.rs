@@ -8,14 +8,15 @@
 //!   file set it (`STATIC_BROKER_CONFIG`), else the default (`DEFAULT_CONFIG`). Synonyms, when
 //!   asked, list those candidates in that order, broker values as written (`log.retention.hours`
 //!   stays in hours; the config's value is in its own unit). An unknown topic is
-//!   `UNKNOWN_TOPIC_OR_PARTITION`.
+//!   `UNKNOWN_TOPIC_OR_PARTITION`, an illegal name `INVALID_TOPIC_EXCEPTION`.
 //! - A broker (type 4) named by this node's id lists every key of the node's property table,
 //!   read-only (nothing is dynamically updatable here). The empty name (the cluster-wide
 //!   dynamic defaults) lists nothing: there are none. Another id or a non-number is
 //!   `INVALID_REQUEST`, as in Kafka.
 //! - Other resource types (broker loggers, client metrics, groups) are `INVALID_REQUEST`.
 //!
-//! `ConfigurationKeys` filters the list; documentation is not served (null).
+//! `ConfigurationKeys` filters the list (null or empty: all); documentation is not served
+//! (null).
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::config::{Config, KEYS, Kind};
 use crate::replica::ReplicaManager;
+use crate::topics::validate_topic_name;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -159,13 +161,16 @@ pub fn handle(
         .map(|resource| {
             let name = resource.resource_name.as_str();
             let described = match resource.resource_type {
-                TOPIC => replicas
-                    .topic_by_name(name)
-                    .map(|topic| topic_entries(&topic.configs, config))
-                    .ok_or((
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("topic {name} does not exist"),
-                    )),
+                TOPIC => match validate_topic_name(name) {
+                    Err(error) => Err((ResponseError::InvalidTopicException, error.to_string())),
+                    Ok(()) => replicas
+                        .topic_by_name(name)
+                        .map(|topic| topic_entries(&topic.configs, config))
+                        .ok_or((
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("topic {name} does not exist"),
+                        )),
+                },
                 BROKER => broker_entries(name, config),
                 other => Err((
                     ResponseError::InvalidRequest,
@@ -183,8 +188,9 @@ pub fn handle(
                     entries
                         .into_iter()
                         .filter(|entry| {
+                            // Null or empty: every config (Kafka's ConfigHelper).
                             resource.configuration_keys.as_ref().is_none_or(|keys| {
-                                keys.iter().any(|key| key.as_str() == entry.name)
+                                keys.is_empty() || keys.iter().any(|key| key.as_str() == entry.name)
                             })
                         })
                         .map(|entry| encode(entry, request.include_synonyms))

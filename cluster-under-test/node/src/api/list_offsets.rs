@@ -15,8 +15,9 @@
 //! watermark still lags the start of its epoch answers `latest`, and any lookup it cannot
 //! answer, with `OFFSET_NOT_AVAILABLE` (`LEADER_NOT_AVAILABLE` before v5), so a client retries
 //! instead of seeking to a stale end (KIP-207). A partition named twice in one request is
-//! answered `INVALID_REQUEST` each time. Timestamp lookups scan batch headers from the log
-//! start (no time index yet: see `logjam_storage`'s `log/timestamps.rs`).
+//! answered `INVALID_REQUEST` each time. A timestamp lookup skips segments by their largest
+//! timestamp and reads batch headers inside one (no time index yet: see `logjam_storage`'s
+//! `log/timestamps.rs`); a stored batch whose records do not decode is `CORRUPT_MESSAGE`.
 
 use std::collections::HashMap;
 

@@ -165,6 +165,38 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
     producer_batch(values, -1, -1, -1)
 }
 
+/// One v2 record batch, compressed with `compression`, of records carrying these timestamps and
+/// `value` each, from no producer. (The encoder starts a new batch whenever offset minus
+/// sequence changes, so the sequences follow the offsets.)
+pub fn timed_batch(timestamps: &[i64], value: &[u8], compression: Compression) -> Bytes {
+    let records: Vec<Record> = timestamps
+        .iter()
+        .enumerate()
+        .map(|(i, timestamp)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: *timestamp,
+            key: None,
+            value: Some(Bytes::copy_from_slice(value)),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf.freeze()
+}
+
 /// A v2 record batch holding `values` from an idempotent producer (`producer_id`,
 /// `producer_epoch`), its records numbered from `base_sequence`; `-1`s for no producer.
 pub fn producer_batch(
@@ -509,6 +541,16 @@ pub fn create_topics(address: SocketAddr, topics: &[(&str, i32, i16)]) -> Vec<i1
         );
     let response: CreateTopicsResponse = exchange(&mut stream, ApiKey::CreateTopics, 7, &request);
     response.topics.iter().map(|t| t.error_code).collect()
+}
+
+/// The last `bytes` (about) of `text`, cut at a character boundary, for failure messages
+/// that show a log's tail.
+pub fn tail(text: &str, bytes: usize) -> &str {
+    let mut start = text.len().saturating_sub(bytes);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// Waits until `check` holds, polling every 20 ms; panics with `what` after `within`.

@@ -13,14 +13,15 @@ const COUNT = 300;
 
 // Reads `topic` from the beginning until `want` values arrived (or `seconds` passed), then for
 // `lingerMs` more, so a record that should not be there has time to show up.
-async function readAll(consumer, topic, want, seconds, lingerMs = 0) {
+async function readAll(consumer, topic, want, seconds, lingerMs = 0, partition0 = []) {
   const values = [];
   await consumer.subscribe({ topic, fromBeginning: true });
   await new Promise((resolve) => {
     const timer = setTimeout(resolve, seconds * 1000);
     consumer.run({
-      eachMessage: async ({ message }) => {
+      eachMessage: async ({ partition, message }) => {
         values.push(message.value.toString());
+        if (partition === 0) partition0.push([Number(message.offset), Number(message.timestamp)]);
         if (values.length === want) { clearTimeout(timer); setTimeout(resolve, lingerMs); }
       },
     });
@@ -36,10 +37,11 @@ async function main(bootstrap, topic) {
   await admin.connect();
   await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 1, configEntries: [{ name: 'min.insync.replicas', value: '1' }] }], waitForLeaders: true });
 
-  const startedMs = Date.now() - 1;
+  // Distinct timestamps in send order (a minute ago, 1 ms apart), so a timestamp names one record.
+  const baseMs = Date.now() - 60000;
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
-  const messages = Array.from({ length: COUNT }, (_, i) => ({ key: `k${i % 7}`, value: `v${i}` }));
+  const messages = Array.from({ length: COUNT }, (_, i) => ({ key: `k${i % 7}`, value: `v${i}`, timestamp: String(baseMs + i) }));
   const acked = await producer.send({ topic, acks: -1, messages });
   await producer.disconnect();
   seen.acked_partitions = acked.length;
@@ -47,7 +49,8 @@ async function main(bootstrap, topic) {
   const group = `${topic}-group`;
   const consumer = kafka.consumer({ groupId: group });
   await consumer.connect();
-  const values = await readAll(consumer, topic, COUNT, 30);
+  const partition0 = [];
+  const values = await readAll(consumer, topic, COUNT, 30, 0, partition0);
   await consumer.disconnect();
   seen.read = values.length;
   const expected = messages.map((m) => m.value).sort();
@@ -59,8 +62,13 @@ async function main(bootstrap, topic) {
     const end = ends.find((e) => e.partition === p.partition).high;
     if (p.offset !== end) problems.push(`partition ${p.partition}: committed ${p.offset}, end ${end}`);
   }
-  const byTime = await admin.fetchTopicOffsetsByTimestamp(topic, startedMs);
-  if (byTime.find((p) => p.partition === 0).offset !== '0') problems.push(`offset by timestamp: ${JSON.stringify(byTime)}`);
+  // A record from the middle of partition 0: its own timestamp finds it.
+  partition0.sort((a, b) => a[0] - b[0]);
+  const [middleOffset, middleMs] = partition0[Math.floor(partition0.length / 2)];
+  const byTime = await admin.fetchTopicOffsetsByTimestamp(topic, middleMs);
+  const foundOffset = byTime.find((p) => p.partition === 0).offset;
+  seen.timestamp_lookup = [middleMs - baseMs, foundOffset];
+  if (foundOffset !== String(middleOffset)) problems.push(`offset by timestamp ${middleMs}: ${JSON.stringify(byTime)}, expected ${middleOffset}`);
 
   const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }] });
   const minIsr = described.resources[0].configEntries.find((c) => c.configName === 'min.insync.replicas');

@@ -20,13 +20,23 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 COUNT = 300
 
 
-async def read(consumer, want, seconds=30):
+async def read(consumer, want, seconds=30, linger=0.0, seen_at=None):
+    """Values read until `want` arrived (or `seconds` passed), then for `linger` seconds more,
+    so a record that should not be there has time to show up. `seen_at` collects partition 0's
+    (offset, timestamp) pairs."""
     values = []
     deadline = time.time() + seconds
-    while len(values) < want and time.time() < deadline:
-        batches = await consumer.getmany(timeout_ms=500)
-        for messages in batches.values():
+    lingering_until = None
+    while time.time() < (lingering_until or deadline):
+        batches = await consumer.getmany(timeout_ms=200)
+        for tp, messages in batches.items():
             values += [m.value for m in messages]
+            if seen_at is not None and tp.partition == 0:
+                seen_at += [(m.offset, m.timestamp) for m in messages]
+        if lingering_until is None and len(values) >= want:
+            if not linger:
+                break
+            lingering_until = time.time() + linger
     return values
 
 
@@ -39,8 +49,10 @@ async def main(bootstrap, topic):
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
-    started_ms = int(time.time() * 1000) - 1
-    sent = [await producer.send(topic, f"v{i}".encode(), key=f"k{i % 7}".encode()) for i in range(COUNT)]
+    # Distinct timestamps in send order (a minute ago, 1 ms apart), so a timestamp names one record.
+    base_ms = int(time.time() * 1000) - 60_000
+    sent = [await producer.send(topic, f"v{i}".encode(), key=f"k{i % 7}".encode(), timestamp_ms=base_ms + i)
+            for i in range(COUNT)]
     offsets = [await future for future in sent]
     await producer.stop()
     seen["acked"] = len(offsets)
@@ -49,7 +61,8 @@ async def main(bootstrap, topic):
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
-    values = await read(consumer, COUNT)
+    partition0 = []
+    values = await read(consumer, COUNT, seen_at=partition0)
     seen["read"] = len(values)
     if sorted(values) != sorted(f"v{i}".encode() for i in range(COUNT)):
         problems.append("the group read other values than were produced")
@@ -59,9 +72,13 @@ async def main(bootstrap, topic):
     end = (await consumer.end_offsets([tp0]))[tp0]
     if committed != end:
         problems.append(f"committed {committed} for partition 0, its end is {end}")
-    found = (await consumer.offsets_for_times({tp0: started_ms}))[tp0]
-    if found is None or found.offset != 0:
-        problems.append(f"offsets_for_times({started_ms}) found {found}, expected offset 0")
+    # A record from the middle of partition 0: its own timestamp finds it.
+    partition0.sort()
+    middle_offset, middle_ms = partition0[len(partition0) // 2]
+    found = (await consumer.offsets_for_times({tp0: middle_ms}))[tp0]
+    seen["timestamp_lookup"] = [middle_ms - base_ms, None if found is None else found.offset]
+    if found is None or (found.offset, found.timestamp) != (middle_offset, middle_ms):
+        problems.append(f"offsets_for_times({middle_ms}) found {found}, expected offset {middle_offset}")
     await consumer.stop()
 
     txn = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-txn")
@@ -83,8 +100,8 @@ async def main(bootstrap, topic):
     reader.assign([tp0])
     await reader.seek_to_beginning(tp0)
     # Partition 0 held `end` records before the transactions; one more was committed, one
-    # aborted. Ask for both and wait a few seconds: only the committed one may come.
-    committed_values = await read(reader, end + 2, seconds=4)
+    # aborted: read until the committed one came, then a while longer for the aborted one.
+    committed_values = await read(reader, end + 1, seconds=30, linger=2.0)
     await reader.stop()
     seen["read_committed"] = len(committed_values)
     if b"committed" not in committed_values or b"aborted" in committed_values:

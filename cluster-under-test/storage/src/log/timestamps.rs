@@ -2,10 +2,15 @@
 //! reaches a target (the batch Kafka's `fetchOffsetByTimestamp` searches for a timestamp) and
 //! the first batch holding the log's largest timestamp (`MAX_TIMESTAMP`, KIP-734).
 //!
-//! Kafka keeps a time index per segment and each segment's largest timestamp in memory; this log
-//! has neither yet, so both scan batch headers from the log start, one 61-byte positioned read
-//! per batch. Finding the record inside the batch is the caller's: records may be compressed,
-//! and decompression belongs to the node's wire crate.
+//! Each segment knows the first batch holding its largest timestamp (as Kafka's
+//! `maxTimestampAndOffsetSoFar`), learned by one scan of its headers on first use and kept by
+//! appends, so a search skips every segment whose largest timestamp is below the target and the
+//! max-timestamp batch needs no scan. Kafka also keeps a time index per segment; this log does
+//! not, so inside the one segment that can hold the answer the search reads batch headers, one
+//! 61-byte positioned read per batch. Both run under the partition's lock, so the first lookup on
+//! a large log stalls that partition's appends for as long as its scan takes. Finding the record
+//! inside the batch is the caller's: records may be compressed, and decompression belongs to the
+//! node's wire crate.
 
 use std::ops::ControlFlow;
 
@@ -23,16 +28,30 @@ impl Log {
         target_ms: i64,
         from: Offset,
     ) -> Result<Option<BatchHeader>> {
-        let mut found = None;
-        self.visit_headers(from.max(self.log_start_offset), &mut |header| {
-            if header.max_timestamp_ms >= target_ms {
-                found = Some(*header);
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
+        let from = from.max(self.log_start_offset);
+        for segment in self.segments_from(from) {
+            let reaches = segment
+                .largest_timestamp_batch()?
+                .is_some_and(|largest| largest.max_timestamp_ms >= target_ms);
+            if !reaches {
+                continue;
             }
-        })?;
-        Ok(found)
+            let mut found = None;
+            // Whether it broke is what `found` says.
+            let _ = segment.visit_headers(from, &mut |header| {
+                if header.max_timestamp_ms >= target_ms {
+                    found = Some(*header);
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })?;
+            // The batch that reaches it may lie below `from`: then search on.
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
     }
 
     /// The header of the first batch holding the log's largest timestamp (from the log start);
@@ -42,33 +61,40 @@ impl Log {
     ///
     /// I/O errors and corrupt stored headers.
     pub fn first_batch_with_max_timestamp(&self) -> Result<Option<BatchHeader>> {
+        let start = self.log_start_offset;
         let mut best: Option<BatchHeader> = None;
-        self.visit_headers(self.log_start_offset, &mut |header| {
-            if best.is_none_or(|best| header.max_timestamp_ms > best.max_timestamp_ms) {
-                best = Some(*header);
+        for segment in self.segments_from(start) {
+            let Some(largest) = segment.largest_timestamp_batch()? else {
+                continue;
+            };
+            if largest.last_offset() < start {
+                // The segment's largest is gone below the log start (DeleteRecords): look at
+                // what is left of it.
+                let mut left: Option<BatchHeader> = None;
+                let _ = segment.visit_headers(start, &mut |header| {
+                    if left.is_none_or(|known| header.max_timestamp_ms > known.max_timestamp_ms) {
+                        left = Some(*header);
+                    }
+                    ControlFlow::Continue(())
+                })?;
+                let Some(left) = left else { continue };
+                if best.is_none_or(|known| left.max_timestamp_ms > known.max_timestamp_ms) {
+                    best = Some(left);
+                }
+            } else if best.is_none_or(|known| largest.max_timestamp_ms > known.max_timestamp_ms) {
+                best = Some(largest);
             }
-            ControlFlow::Continue(())
-        })?;
+        }
         Ok(best)
     }
 
-    /// Visits the header of every batch whose last offset is at least `from`, in offset order,
-    /// until `visit` breaks.
-    fn visit_headers(
-        &self,
-        from: Offset,
-        visit: &mut dyn FnMut(&BatchHeader) -> ControlFlow<()>,
-    ) -> Result<()> {
+    /// The segments from the one holding `from` on.
+    fn segments_from(&self, from: Offset) -> &[LogSegment] {
         let first = self
             .segments
             .partition_point(|segment| segment.base_offset() <= from)
             .saturating_sub(1);
-        for segment in &self.segments[first..] {
-            if segment.visit_headers(from, visit)?.is_break() {
-                break;
-            }
-        }
-        Ok(())
+        &self.segments[first..]
     }
 }
 
@@ -148,6 +174,33 @@ mod tests {
             log_of(empty_dir.path(), &[])
                 .first_batch_with_max_timestamp()
                 .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn the_largest_timestamp_follows_appends_truncation_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = log_of(dir.path(), &[&[100], &[300], &[200]]);
+        let max = |log: &Log| {
+            log.first_batch_with_max_timestamp()
+                .unwrap()
+                .unwrap()
+                .base_offset
+                .0
+        };
+        assert_eq!(max(&log), 1);
+        let mut builder = BatchBuilder::new(900);
+        builder.record_at(900, None, Some(b"v"), &[]);
+        log.append_as_leader(&builder.build(), LeaderEpoch(0), 0)
+            .unwrap();
+        assert_eq!(max(&log), 3, "an append with a larger timestamp");
+        let found = log.first_batch_reaching_timestamp(301, Offset(0)).unwrap();
+        assert_eq!(found.map(|h| h.base_offset.0), Some(3));
+        log.truncate_to(Offset(3)).unwrap();
+        assert_eq!(max(&log), 1, "truncation forgets the removed batch");
+        assert_eq!(
+            log.first_batch_reaching_timestamp(301, Offset(0)).unwrap(),
             None
         );
     }

@@ -34,12 +34,13 @@ impl<B: ByteBuf> Decompressor<B> for Zstd {
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
-        let mut tmp = BytesMut::new().writer();
-        // Allocate a temporary buffer to hold the uncompressed bytes
+        // logjam patch: bounded (see `super::read_bounded`).
         let buf = buf.copy_to_bytes(buf.remaining());
-        zstd::stream::copy_decode(buf.reader(), &mut tmp).context("Failed to decompress zstd")?;
+        let decoder =
+            zstd::stream::read::Decoder::new(buf.reader()).context("Failed to decompress zstd")?;
+        let tmp = super::read_bounded(decoder, "zstd")?;
 
-        f(&mut tmp.into_inner().into())
+        f(&mut tmp.into())
     }
 }
 

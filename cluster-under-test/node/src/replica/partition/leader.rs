@@ -325,7 +325,9 @@ impl Partition {
                             log_start_offset: log.log_start_offset().0,
                             end_offset: original.last_offset.0 + 1,
                             leader_epoch,
-                            log_append_time_ms: -1,
+                            // Kafka's UnifiedLog answers a duplicate with the original batch's
+                            // timestamp as its append time, whatever the topic's timestamp type.
+                            log_append_time_ms: original.timestamp_ms,
                         });
                     }
                     Err(error) => {

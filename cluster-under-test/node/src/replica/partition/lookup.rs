@@ -124,17 +124,33 @@ impl Partition {
     }
 }
 
-/// The first record of `batch` at or after `from` whose timestamp satisfies `wanted`.
+/// The first record of `batch` at or after `from` whose timestamp satisfies `wanted`;
+/// `CORRUPT_MESSAGE` when the batch's records do not decode.
 fn first_record(
     header: &BatchHeader,
     mut batch: Bytes,
     from: Offset,
     wanted: impl Fn(i64) -> bool,
 ) -> Result<Option<TimestampOffset>, ResponseError> {
-    let set = RecordBatchDecoder::decode(&mut batch).map_err(|error| {
-        tracing::error!(base_offset = header.base_offset.0, %error, "a stored batch does not decode");
-        ResponseError::UnknownServerError
-    })?;
+    // The leader checks a client's batch by its header and CRC, not record by record, so a
+    // stored batch need not decode. The decoder bounds what a compressed batch may inflate to
+    // (vendor/kafka-protocol's README.logjam.md) and runs under `catch_unwind` as a second line
+    // of defence, as the controller's record decoding does.
+    let decoded = std::panic::catch_unwind(move || RecordBatchDecoder::decode(&mut batch));
+    let set = match decoded {
+        Ok(Ok(set)) => set,
+        Ok(Err(error)) => {
+            tracing::warn!(base_offset = header.base_offset.0, %error, "a stored batch does not decode");
+            return Err(ResponseError::CorruptMessage);
+        }
+        Err(_) => {
+            tracing::warn!(
+                base_offset = header.base_offset.0,
+                "decoding a stored batch panicked"
+            );
+            return Err(ResponseError::CorruptMessage);
+        }
+    };
     let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
     Ok(set
         .records
