@@ -31,6 +31,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -41,6 +43,7 @@ use common::{Cluster, NodeProcess, batch, connect, read_frame, request_frame, wa
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
+use support::{cpu_seconds, env_or};
 
 const RECORDS_PER_BATCH: usize = 100;
 const IN_FLIGHT: usize = 8;
@@ -171,13 +174,6 @@ fn median_of(ratios: &[f64]) -> String {
     )
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn print_row(round: usize, setup: &str, row: &Row, single: f64) {
     println!(
         "| {round} | {setup} | {:.0} | {:.0} | {:.2} | {:.2} | {:.0}% |",
@@ -233,17 +229,6 @@ fn assert_isr_full(address: SocketAddr, topic: &str, isr_size: usize) {
         "a follower left the ISR of {topic} during the row ({state:?}), so its work is not all \
          counted: see the nodes' logs (a full disk?)"
     );
-}
-
-/// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat.
-fn cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    // /proc counts in USER_HZ, which Linux fixes at 100 on every architecture it exports.
-    ticks / 100.0
 }
 
 /// Produces to every partition of `topic` (connection `i` to `leaders[i]`, partition `i`) for

@@ -35,12 +35,16 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+use support::{cpu_seconds, env_or};
 
 const IN_FLIGHT: usize = 8;
 const VALUE_BYTES: usize = 100;
@@ -95,13 +99,6 @@ fn main() {
     );
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn print_row(round: usize, setup: &str, row: &Row, single: &Row) {
     println!(
         "| {round} | {setup} | {:.0} | {:.2} | {:.0}% |",
@@ -109,15 +106,6 @@ fn print_row(round: usize, setup: &str, row: &Row, single: &Row) {
         row.cpu_per_million,
         row.messages_per_second / single.messages_per_second * 100.0
     );
-}
-
-/// CPU seconds (user + system) this process has used so far, from /proc/self/stat.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0
 }
 
 /// Produces `batch` to `partitions` leaders, each with `followers` followers, for `seconds`.
@@ -163,11 +151,11 @@ fn measure(batch: &[u8], partitions: usize, followers: usize, seconds: u64) -> R
             }));
         }
         barrier.wait();
-        let before = cpu_seconds();
+        let before = cpu_seconds("self");
         let started = Instant::now();
         let acked: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
         let elapsed = started.elapsed().as_secs_f64();
-        (acked, elapsed, cpu_seconds() - before)
+        (acked, elapsed, cpu_seconds("self") - before)
     });
     let messages = (acked * (batch_records(batch))) as f64;
     Row {

@@ -11,19 +11,19 @@
 
 mod common;
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use connection::Connection;
 
-use bytes::{Buf, BufMut, BytesMut};
+use std::net::SocketAddr;
+
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsRequest, DescribeQuorumRequest, FetchRequest,
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProducerId,
-    RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName, WriteTxnMarkersRequest,
-    create_topics_request, describe_quorum_request, fetch_request, list_offsets_request,
-    metadata_request, produce_request, write_txn_markers_request,
+    RequestKind, ResponseKind, TopicName, WriteTxnMarkersRequest, create_topics_request,
+    describe_quorum_request, fetch_request, list_offsets_request, metadata_request,
+    produce_request, write_txn_markers_request,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use uuid::Uuid;
 
@@ -38,75 +38,6 @@ fn name(text: &str) -> TopicName {
 
 fn text(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
-}
-
-/// One connection to a listener, reopened after the node closes it so the sweep goes on and
-/// reports every failure, not only the first.
-struct Connection {
-    address: SocketAddr,
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Connection {
-    fn open(address: SocketAddr) -> Connection {
-        Connection {
-            address,
-            stream: common::connect(address),
-            correlation_id: 0,
-        }
-    }
-
-    /// Sends `body` as `key` at `version` and decodes the answer at that version.
-    fn call(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        body: &RequestKind,
-    ) -> Result<ResponseKind, String> {
-        self.correlation_id += 1;
-        let correlation_id = self.correlation_id;
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(text("logjam-sweep")))
-            .encode(&mut buf, key.request_header_version(version))
-            .map_err(|error| format!("the test cannot encode the header: {error}"))?;
-        body.encode(&mut buf, version).map_err(|error| {
-            format!("no request of this version can be encoded (so none decoded): {error}")
-        })?;
-        let length = i32::try_from(buf.len() - 4).unwrap();
-        buf[..4].copy_from_slice(&length.to_be_bytes());
-        let answered = self
-            .stream
-            .write_all(&buf)
-            .ok()
-            .and_then(|()| common::read_frame(&mut self.stream));
-        let Some(mut frame) = answered else {
-            self.stream = common::connect(self.address);
-            return Err("connection closed without a response".to_owned());
-        };
-        let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
-            .map_err(|error| format!("response header does not decode: {error}"))?;
-        if header.correlation_id != correlation_id {
-            return Err(format!(
-                "correlation id {} answered for {correlation_id}",
-                header.correlation_id
-            ));
-        }
-        let response = ResponseKind::decode(key, &mut frame, version)
-            .map_err(|error| format!("response does not decode at this version: {error}"))?;
-        if frame.remaining() != 0 {
-            return Err(format!(
-                "{} bytes left after the response",
-                frame.remaining()
-            ));
-        }
-        Ok(response)
-    }
 }
 
 /// What the requests of the sweep refer to: the test topic and the cluster.
@@ -709,6 +640,8 @@ fn every_advertised_version_of_every_advertised_api_is_answered_correctly() {
 
 #[path = "sweep/configs.rs"]
 mod configs;
+#[path = "sweep/connection.rs"]
+mod connection;
 #[path = "sweep/controller.rs"]
 mod controller;
 #[path = "sweep/epochs.rs"]

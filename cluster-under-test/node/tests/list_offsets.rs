@@ -10,7 +10,7 @@ mod common;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use common::partition::{create_topic, topic_name};
+use common::partition::{create_topic, list_offsets_request, topic_name};
 use common::{NodeProcess, connect, exchange, timed_batch};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -58,17 +58,7 @@ fn list(
     asked
         .iter()
         .map(|&timestamp| {
-            let request = ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![
-                    ListOffsetsTopic::default()
-                        .with_name(topic_name(topic))
-                        .with_partitions(vec![
-                            ListOffsetsPartition::default()
-                                .with_partition_index(0)
-                                .with_timestamp(timestamp),
-                        ]),
-                ]);
+            let request = list_offsets_request(topic, 0, timestamp);
             let response: ListOffsetsResponse =
                 exchange(&mut stream, ApiKey::ListOffsets, version, &request);
             let p = &response.topics[0].partitions[0];

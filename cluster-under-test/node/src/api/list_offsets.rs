@@ -67,15 +67,15 @@ pub fn handle(
                     let answer = if duplicate {
                         Err(ResponseError::InvalidRequest)
                     } else {
-                        match replicas.partition(&topic.name, asked.partition_index) {
-                            None => Err(replicas
-                                .missing_partition_error(&topic.name, asked.partition_index)),
-                            Some(partition) => partition
-                                .check_leader_epoch(asked.current_leader_epoch)
-                                .and_then(|()| {
-                                    answer(&partition, request, asked.timestamp, version)
-                                }),
-                        }
+                        replicas
+                            .leader_partition(
+                                &topic.name,
+                                asked.partition_index,
+                                asked.current_leader_epoch,
+                            )
+                            .and_then(|partition| {
+                                answer(&partition, request, asked.timestamp, version)
+                            })
                     };
                     match answer {
                         Err(error) => unknown.with_error_code(error.code()),

@@ -31,16 +31,14 @@ pub fn handle(
                         .with_partition(asked.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let Some(partition) = replicas.partition(&topic.topic, asked.partition) else {
-                        return answer.with_error_code(
-                            replicas
-                                .missing_partition_error(&topic.topic, asked.partition)
-                                .code(),
-                        );
+                    let partition = match replicas.leader_partition(
+                        &topic.topic,
+                        asked.partition,
+                        asked.current_leader_epoch,
+                    ) {
+                        Ok(partition) => partition,
+                        Err(error) => return answer.with_error_code(error.code()),
                     };
-                    if let Err(error) = partition.check_leader_epoch(asked.current_leader_epoch) {
-                        return answer.with_error_code(error.code());
-                    }
                     match partition.end_offset_for_epoch(asked.leader_epoch) {
                         Some((epoch, end_offset)) => {
                             answer.with_leader_epoch(epoch).with_end_offset(end_offset)

@@ -169,6 +169,25 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// The partition `topic`/`index` when this broker leads it in `current_leader_epoch` (-1:
+    /// any), as ListOffsets and OffsetForLeaderEpoch ask: otherwise the error to answer
+    /// (unknown topic or partition, `NOT_LEADER_OR_FOLLOWER`, or a fenced or unknown epoch).
+    ///
+    /// # Errors
+    /// That error.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ResponseError> {
+        let partition = self
+            .partition(topic, index)
+            .ok_or_else(|| self.missing_partition_error(topic, index))?;
+        partition.check_leader_epoch(current_leader_epoch)?;
+        Ok(partition)
+    }
+
     /// Applies the latest committed image: opens the log of every partition that names this
     /// broker as a replica and is not open yet, and gives every hosted partition its leader,
     /// epochs, replicas and ISR (becoming leader assigns the epoch start and recomputes the

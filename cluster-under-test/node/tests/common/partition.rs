@@ -24,12 +24,10 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
 
-/// The offset ListOffsets v7 "latest" (read_uncommitted) gives for `topic`'s partition `index`,
-/// asked over `stream` of its leader: the high watermark. A new leader whose high watermark
-/// still lags its epoch's start answers `OFFSET_NOT_AVAILABLE` (78), which is asked again for up
-/// to 10 s, as clients retry it; any other error fails.
-pub fn latest_offset(stream: &mut TcpStream, topic: &str, index: i32) -> i64 {
-    let request = ListOffsetsRequest::default()
+/// A consumer's ListOffsets (replica id -1, read_uncommitted) of `topic`'s partition `index`
+/// at `timestamp` (-1 latest, -2 earliest, -3 max timestamp, or a time).
+pub fn list_offsets_request(topic: &str, index: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_topics(vec![
             ListOffsetsTopic::default()
@@ -37,9 +35,17 @@ pub fn latest_offset(stream: &mut TcpStream, topic: &str, index: i32) -> i64 {
                 .with_partitions(vec![
                     ListOffsetsPartition::default()
                         .with_partition_index(index)
-                        .with_timestamp(-1),
+                        .with_timestamp(timestamp),
                 ]),
-        ]);
+        ])
+}
+
+/// The offset ListOffsets v7 "latest" (read_uncommitted) gives for `topic`'s partition `index`,
+/// asked over `stream` of its leader: the high watermark. A new leader whose high watermark
+/// still lags its epoch's start answers `OFFSET_NOT_AVAILABLE` (78), which is asked again for up
+/// to 10 s, as clients retry it; any other error fails.
+pub fn latest_offset(stream: &mut TcpStream, topic: &str, index: i32) -> i64 {
+    let request = list_offsets_request(topic, index, -1);
     let mut offset = None;
     wait_until(
         "the leader's high watermark reaches its epoch's start",
