@@ -4,7 +4,7 @@
 //! the same targets. And the disk fault is real: with Kafka's default flush settings a power
 //! loss of every node loses acknowledged writes that a kill -9 of every node keeps.
 //!
-//! The runs take a lock: two 3-node clusters at once would starve each other on two cores.
+//! The runs take a lock under `cargo test`; under nextest the `lab` group bounds them (`support`).
 
 mod support;
 

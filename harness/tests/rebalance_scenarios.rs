@@ -5,7 +5,7 @@
 //! max.poll.interval.ms; a killed coordinator's group is loaded by the next one and members take
 //! partitions over from the offsets committed before the kill.
 //!
-//! The runs take a lock: two clusters at once would starve each other on two cores.
+//! The runs take a lock under `cargo test`; under nextest the `lab` group bounds them (`support`).
 
 mod support;
 

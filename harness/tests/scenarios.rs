@@ -5,7 +5,8 @@
 //! retry-reorder shows reordered and duplicated sends, and its idempotent twin shows none. The
 //! transaction canaries are caught by the txn workload's read-committed checker.
 //!
-//! The runs take a lock: two clusters at once would starve each other on two cores.
+//! The runs take a lock under `cargo test`; under nextest the `lab` group bounds them
+//! (`support`).
 
 mod support;
 

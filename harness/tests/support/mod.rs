@@ -1,6 +1,9 @@
 //! What the harness's end-to-end tests share: the node binary they run (the harness never
 //! links the node, so the tests build it), and a lock so that one test binary runs one
-//! cluster at a time (two clusters at once starve each other on two cores).
+//! cluster at a time under `cargo test`. Under cargo-nextest (CI) each test is a process of
+//! its own and `.config/nextest.toml`'s `lab` group bounds how many run at once instead: each
+//! run has its own sandbox, and one costs about 3 s of CPU in 30 s, so three side by side
+//! take as long each as one alone.
 
 #![allow(dead_code)]
 

@@ -5,6 +5,11 @@
 #![allow(dead_code)]
 
 pub mod members;
+// The node's tests' port picker: below the ephemeral range, a block per running nextest test.
+#[path = "../../../node/tests/common/ports.rs"]
+mod ports;
+
+pub use ports::free_port;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -46,15 +51,6 @@ pub fn python() -> PathBuf {
         "no Python with confluent-kafka: create .venv or set LOGJAM_PYTHON"
     );
     venv
-}
-
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The internal topics' replication factors for a cluster of `brokers` brokers: below Kafka's

@@ -6,7 +6,10 @@
 
 pub mod controller_and_brokers;
 pub mod partition;
+pub mod ports;
 pub mod txn;
+
+pub use ports::free_port;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -54,29 +57,6 @@ pub fn internal_topic_factors(brokers: usize) -> String {
 /// Parses [`config_text`].
 pub fn config(dir: &Path, port: u16, extra: &str) -> Config {
     Config::parse(&config_text(dir, port, extra), &[]).expect("test config is valid")
-}
-
-/// A port that was free a moment ago, below Linux's ephemeral range (32768–60999).
-///
-/// A port the kernel hands out for `bind(0)` is an ephemeral one, and so is the local port of
-/// every outgoing connection: between this check and the node's own bind, another node's
-/// connection (a fetcher, a heartbeat, the quorum) could take it, and the node would fail to
-/// start with "address in use". Ports below the range are never taken that way; the tests of
-/// one binary walk them from a per-process start so they do not pick each other's.
-pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    const LOW: u16 = 20_000;
-    const SPAN: u16 = 12_000;
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let start = (std::process::id() % u32::from(SPAN)) as u16;
-    for _ in 0..SPAN {
-        let step = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = LOW + (start.wrapping_add(step) % SPAN);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port in {LOW}..{}", LOW + SPAN)
 }
 
 /// Encodes a request frame (length prefix included).

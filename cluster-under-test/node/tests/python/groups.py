@@ -21,6 +21,58 @@ import sys
 import threading
 import time
 
+# What a commit may meet while the group rebalances, as both clients document it: the
+# coordinator refuses a commit of the generation that is ending (REBALANCE_IN_PROGRESS,
+# ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or the client refuses it itself while it rejoins
+# (kafka-python's RebalanceInProgressError, "try completing the rebalance by calling poll()
+# and then retry"). Neither is fatal: the next poll finishes the rebalance and the next commit
+# covers the same positions; a record read but not committed is read again by the partition's
+# next owner. So the members commit after each poll, note a refused commit, and commit their
+# positions once more, strictly, before they close; the checks below read what was committed.
+
+
+def kafka_python_commit(consumer, refused):
+    """Commits a kafka-python consumer's positions; a refusal during a rebalance is noted."""
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    try:
+        consumer.commit()
+    except (RebalanceInProgressError, CommitFailedError) as error:
+        refused.append(type(error).__name__)
+
+
+def confluent_commit(consumer, refused, message=None):
+    """Commits a confluent consumer's message (or positions); a refusal is noted."""
+    from confluent_kafka import KafkaException
+
+    try:
+        if message is None:
+            consumer.commit(asynchronous=False)
+        else:
+            consumer.commit(message=message, asynchronous=False)
+        return True
+    except KafkaException as error:
+        refused.append(error.args[0].name())
+        return False
+
+
+def confluent_final_commit(consumer, refused, seconds=30):
+    """Commits a confluent consumer's positions before it closes, polling between tries so a
+    rebalance in progress completes; "nothing to commit" (_NO_OFFSET) counts as done."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            consumer.commit(asynchronous=False)
+            return True
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError._NO_OFFSET:
+                return True
+            refused.append(error.args[0].name())
+        consumer.poll(0.2)
+    return False
+
 
 def produce(bootstrap, topic, start, count_per_partition, partitions=4):
     from confluent_kafka import Producer
@@ -58,6 +110,8 @@ class Member(threading.Thread):
         self.assigned, self.assignments, self.values = set(), [], []
         self.stop = threading.Event()
         self.lock = threading.Lock()
+        self.refused = []  # commits refused during a rebalance (names of the errors)
+        self.committed = None  # whether the last, strict commit before closing succeeded
 
         def on_assign(c, parts):
             with self.lock:
@@ -76,7 +130,14 @@ class Member(threading.Thread):
             if msg is not None and msg.error() is None:
                 with self.lock:
                     self.values.append(msg.value().decode())
-                self.consumer.commit(message=msg, asynchronous=False)
+                confluent_commit(self.consumer, self.refused, msg)
+
+    def finish(self):
+        """Stops polling, commits the positions strictly, and closes the consumer."""
+        self.stop.set()
+        self.join()
+        self.committed = confluent_final_commit(self.consumer, self.refused)
+        self.consumer.close()
 
 
 def wait(predicate, seconds=60):
@@ -99,7 +160,7 @@ def split_leave_resume(bootstrap, topic):
     b = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                       auto_offset_reset="earliest", enable_auto_commit=False,
                       session_timeout_ms=10000, heartbeat_interval_ms=500)
-    b_values = []
+    b_values, b_refused = [], []
 
     def b_assigned():
         return {tp.partition for tp in b.assignment()}
@@ -108,7 +169,7 @@ def split_leave_resume(bootstrap, topic):
         for records in b.poll(timeout_ms=200).values():
             b_values.extend(r.value.decode() for r in records)
         if b_values:
-            b.commit()
+            kafka_python_commit(b, b_refused)
         with a.lock:
             mine = set(a.assigned)
         return mine and b_assigned() and mine | b_assigned() == {0, 1, 2, 3}
@@ -123,7 +184,7 @@ def split_leave_resume(bootstrap, topic):
         for records in b.poll(timeout_ms=200).values():
             b_values.extend(r.value.decode() for r in records)
         if b_values:
-            b.commit()
+            kafka_python_commit(b, b_refused)
         with a.lock:
             return len(set(a.values) | set(b_values)) >= 40
 
@@ -132,21 +193,19 @@ def split_leave_resume(bootstrap, topic):
     seen["moved"] = wait(lambda: a.assigned == {0, 1, 2, 3})
     produce(bootstrap, topic, 10, 10)
     seen["new_read_by_a"] = wait(lambda: len([v for v in a.values if int(v.split("-")[1]) >= 10]) >= 40)
-    a.stop.set()
-    a.join()
-    a.consumer.close()
+    a.finish()
     produce(bootstrap, topic, 20, 5)
     c = Member(confluent(bootstrap, group), topic, "resumed")
     c.start()
     wait(lambda: len(c.values) >= 20, 40)
     time.sleep(1)
-    c.stop.set()
-    c.join()
-    c.consumer.close()
+    c.finish()
+    seen["commits_refused"] = {"confluent": a.refused, "kafka-python": b_refused, "resumed": c.refused}
+    seen["a_committed"] = a.committed
     seen["resumed_values"] = len(c.values)
     seen["resumed_only_new"] = sorted({int(v.split("-")[1]) for v in c.values}) == list(range(20, 25))
     ok = (seen["split"] and seen["disjoint"] and seen["all_read"] and seen["moved"]
-          and seen["new_read_by_a"] and seen["resumed_values"] == 20 and seen["resumed_only_new"])
+          and seen["new_read_by_a"] and seen["a_committed"] and seen["resumed_values"] == 20 and seen["resumed_only_new"])
     return ok, seen
 
 
@@ -165,9 +224,7 @@ def static_restart(bootstrap, topic):
     a.start()
     seen["split"] = wait(lambda: a.assigned and b.assigned and (a.assigned | b.assigned) == {0, 1, 2, 3})
     a_before = list(a.assignments)
-    b.stop.set()
-    b.join()
-    b.consumer.close()  # a static member's close sends no LeaveGroup
+    b.finish()  # a static member's close sends no LeaveGroup
     b2 = Member(confluent(bootstrap, group, dict(static, **{"group.instance.id": "b"})), topic, "b2")
     b2.start()
     seen["restarted_assigned"] = wait(lambda: bool(b2.assigned))
@@ -176,9 +233,7 @@ def static_restart(bootstrap, topic):
     seen["b2_assigned"] = sorted(b2.assigned)
     seen["no_rebalance"] = a.assignments == a_before
     for m in (a, b2):
-        m.stop.set()
-        m.join()
-        m.consumer.close()
+        m.finish()
     ok = seen["b_alone"] and seen["split"] and seen["restarted_assigned"] and seen["no_rebalance"]
     return ok, seen
 
