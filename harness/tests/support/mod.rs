@@ -15,8 +15,20 @@ use std::sync::{Mutex, MutexGuard};
 
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Builds `logjam-node` and returns its path (beside the `logjam` binary under test).
+/// Builds `logjam-node` and returns its path (beside the `logjam` binary under test), unless
+/// `LOGJAM_NODE_BIN` names one (as for the client's tests): `.ci/run` points it at the binary
+/// its test build already made, since `cargo build -p logjam-node` resolves the dependencies'
+/// features for the node alone and rebuilds them (82 s in CI).
 pub fn node_binary() -> PathBuf {
+    if let Some(given) = std::env::var_os("LOGJAM_NODE_BIN") {
+        let given = PathBuf::from(given);
+        assert!(
+            given.is_file(),
+            "LOGJAM_NODE_BIN: {} is no file",
+            given.display()
+        );
+        return given;
+    }
     let node = PathBuf::from(env!("CARGO_BIN_EXE_logjam")).with_file_name("logjam-node");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "logjam-node"])

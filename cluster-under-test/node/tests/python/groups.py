@@ -21,14 +21,13 @@ import sys
 import threading
 import time
 
-# What a commit may meet while the group rebalances, as both clients document it: the
-# coordinator refuses a commit of the generation that is ending (REBALANCE_IN_PROGRESS,
-# ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or the client refuses it itself while it rejoins
-# (kafka-python's RebalanceInProgressError, "try completing the rebalance by calling poll()
-# and then retry"). Neither is fatal: the next poll finishes the rebalance and the next commit
-# covers the same positions; a record read but not committed is read again by the partition's
-# next owner. So the members commit after each poll, note a refused commit, and commit their
-# positions once more, strictly, before they close; the checks below read what was committed.
+import commits
+
+# What a commit may meet while the group rebalances: see commits.py for the confluent members.
+# kafka-python refuses a commit itself while it rejoins (RebalanceInProgressError, "try
+# completing the rebalance by calling poll() and then retry"), or turns the coordinator's
+# refusal into CommitFailedError. Neither is fatal: the next poll finishes the rebalance and the
+# next commit covers the same positions.
 
 
 def kafka_python_commit(consumer, refused):
@@ -39,39 +38,6 @@ def kafka_python_commit(consumer, refused):
         consumer.commit()
     except (RebalanceInProgressError, CommitFailedError) as error:
         refused.append(type(error).__name__)
-
-
-def confluent_commit(consumer, refused, message=None):
-    """Commits a confluent consumer's message (or positions); a refusal is noted."""
-    from confluent_kafka import KafkaException
-
-    try:
-        if message is None:
-            consumer.commit(asynchronous=False)
-        else:
-            consumer.commit(message=message, asynchronous=False)
-        return True
-    except KafkaException as error:
-        refused.append(error.args[0].name())
-        return False
-
-
-def confluent_final_commit(consumer, refused, seconds=30):
-    """Commits a confluent consumer's positions before it closes, polling between tries so a
-    rebalance in progress completes; "nothing to commit" (_NO_OFFSET) counts as done."""
-    from confluent_kafka import KafkaError, KafkaException
-
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            consumer.commit(asynchronous=False)
-            return True
-        except KafkaException as error:
-            if error.args[0].code() == KafkaError._NO_OFFSET:
-                return True
-            refused.append(error.args[0].name())
-        consumer.poll(0.2)
-    return False
 
 
 def produce(bootstrap, topic, start, count_per_partition, partitions=4):
@@ -130,13 +96,13 @@ class Member(threading.Thread):
             if msg is not None and msg.error() is None:
                 with self.lock:
                     self.values.append(msg.value().decode())
-                confluent_commit(self.consumer, self.refused, msg)
+                commits.commit(self.consumer, msg, self.refused)
 
     def finish(self):
         """Stops polling, commits the positions strictly, and closes the consumer."""
         self.stop.set()
         self.join()
-        self.committed = confluent_final_commit(self.consumer, self.refused)
+        self.committed = commits.final_commit(self.consumer, self.refused)
         self.consumer.close()
 
 

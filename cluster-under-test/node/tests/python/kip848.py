@@ -17,7 +17,9 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, libversion
+from confluent_kafka import Consumer, Producer, libversion
+
+import commits
 
 
 def produce(bootstrap, topic, start, count_per_partition, partitions=4):
@@ -45,12 +47,8 @@ class Member(threading.Thread):
         self.assigned, self.assignments, self.values = set(), [], []
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        # Commits the coordinator refused while the member's epoch moved on (STALE_MEMBER_EPOCH,
-        # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH during a reconciliation): librdkafka documents
-        # them as retriable; the next commit covers the same positions, and finish() commits
-        # them strictly before closing. The checks read only what was committed.
-        self.refused = []
-        self.committed = None
+        self.refused = []  # commits refused while the member's epoch moved on (commits.py)
+        self.committed = None  # whether the strict commit before closing succeeded
 
         # The new protocol's assignments are incremental (as cooperative-sticky).
         def on_assign(c, parts):
@@ -71,29 +69,13 @@ class Member(threading.Thread):
             if msg is not None and msg.error() is None:
                 with self.lock:
                     self.values.append(msg.value().decode())
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as error:
-                    self.refused.append(error.args[0].name())
+                commits.commit(self.consumer, msg, self.refused)
 
-    def finish(self, seconds=30):
-        """Stops polling, commits the positions (polling between tries, so a reconciliation in
-        progress completes; nothing to commit counts as done), and closes the consumer."""
+    def finish(self):
+        """Stops polling, commits the positions strictly, and closes the consumer."""
         self.stop.set()
         self.join()
-        deadline = time.time() + seconds
-        self.committed = False
-        while time.time() < deadline:
-            try:
-                self.consumer.commit(asynchronous=False)
-                self.committed = True
-                break
-            except KafkaException as error:
-                if error.args[0].code() == KafkaError._NO_OFFSET:
-                    self.committed = True
-                    break
-                self.refused.append(error.args[0].name())
-            self.consumer.poll(0.2)
+        self.committed = commits.final_commit(self.consumer, self.refused)
         self.consumer.close()
 
 
