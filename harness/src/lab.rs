@@ -20,6 +20,7 @@ mod nft;
 
 pub use nft::ClientCut;
 pub mod sandbox;
+pub mod stopped;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -508,13 +509,17 @@ impl Lab {
         }
     }
 
-    /// SIGSTOP to node `index`'s process group.
+    /// SIGSTOP to node `index`'s process group; returns once every thread has stopped
+    /// ([`stopped`]), so nothing the node does is later than the pause's record.
     ///
     /// # Errors
-    /// The node is not running.
+    /// The node is not running, or did not stop.
     pub fn pause(&mut self, index: usize) -> anyhow::Result<()> {
         self.nodes[index].signal(Signal::SIGSTOP)?;
         self.nodes[index].paused = true;
+        if let Some(child) = &self.nodes[index].child {
+            stopped::wait_group_stopped(child.id() as i32)?;
+        }
         Ok(())
     }
 

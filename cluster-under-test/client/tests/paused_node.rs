@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::NodeProcess;
@@ -17,15 +16,6 @@ use tokio::time::Instant;
 const BOUND: Duration = Duration::from_millis(1500);
 
 const POLL: Duration = Duration::from_millis(500);
-
-fn signal(node: &NodeProcess, signal: &str) {
-    let pid = node.child.as_ref().expect("node runs").id().to_string();
-    let status = Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill {signal} {pid}");
-}
 
 fn consumer(node: &NodeProcess, tp: &TopicPartition) -> Consumer {
     let mut consumer = Consumer::from_properties([
@@ -82,7 +72,7 @@ async fn poll_returns_at_its_timeout_while_the_node_is_paused() {
         read += connected.poll(POLL).await.unwrap().len();
     }
 
-    signal(&node, "-STOP");
+    node.pause();
     // Several polls in a row: each one's fetch stays unanswered on the open connection.
     for attempt in 0..4 {
         let got = timed_poll(&mut connected, &format!("open connection, poll {attempt}")).await;
@@ -95,7 +85,7 @@ async fn poll_returns_at_its_timeout_while_the_node_is_paused() {
         timed_poll(&mut fresh, &format!("fresh consumer, poll {attempt}")).await;
     }
 
-    signal(&node, "-CONT");
+    node.resume();
     let producer_after = producer
         .send(ProducerRecord::new("paused", "d").with_partition(0))
         .await

@@ -171,6 +171,7 @@ impl MemberPool {
         let pid = self.pid(index).context("member is not running")?;
         kill(pid, Signal::SIGSTOP)?;
         self.members[index].paused = true;
+        crate::lab::stopped::wait_stopped(pid.as_raw())?;
         self.note(json!({"event": "paused", "member": self.members[index].name}));
         Ok(())
     }

@@ -8,6 +8,9 @@ pub mod members;
 // The node's tests' port picker: below the ephemeral range, a block per running nextest test.
 #[path = "../../../node/tests/common/ports.rs"]
 mod ports;
+// SIGSTOP that returns once every thread of the node has stopped.
+#[path = "../../../node/tests/common/stopped.rs"]
+mod stopped;
 
 pub use ports::free_port;
 
@@ -74,6 +77,17 @@ pub struct NodeProcess {
 }
 
 impl NodeProcess {
+    /// Pauses the process (SIGSTOP), returning once every thread has stopped: it keeps its
+    /// connections but answers nothing.
+    pub fn pause(&self) {
+        stopped::stop(self.child.as_ref().expect("node runs").id());
+    }
+
+    /// Resumes a paused process (SIGCONT).
+    pub fn resume(&self) {
+        stopped::resume(self.child.as_ref().expect("node runs").id());
+    }
+
     /// A single node (broker and controller) with data in `dir`.
     pub fn start(dir: &Path, extra: &str) -> NodeProcess {
         let port = free_port();

@@ -7,6 +7,7 @@
 pub mod controller_and_brokers;
 pub mod partition;
 pub mod ports;
+pub mod stopped;
 pub mod txn;
 
 pub use ports::free_port;
@@ -308,24 +309,15 @@ impl NodeProcess {
         assert!(status.success(), "clean shutdown exits 0, got {status}");
     }
 
-    /// Pauses the process (SIGSTOP): it keeps its connections and sessions but answers nothing.
+    /// Pauses the process (SIGSTOP), returning once every thread has stopped: it keeps its
+    /// connections and sessions but answers nothing.
     pub fn pause(&self) {
-        self.signal("STOP");
+        stopped::stop(self.child.id());
     }
 
     /// Resumes a paused process (SIGCONT).
     pub fn resume(&self) {
-        self.signal("CONT");
-    }
-
-    /// Sends the signal `name` to the process with `kill(1)`.
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        stopped::resume(self.child.id());
     }
 }
 
