@@ -119,7 +119,11 @@ async fn a_static_member_restarts_without_a_rebalance() {
 }
 
 /// cooperative-sticky: when a second member joins, the first never loses the partitions that
-/// stay with it (no event revokes them) and no partition is owned by both at any moment seen.
+/// stay with it (no event revokes them), and no partition is owned by both in any generation:
+/// each partition the second member is assigned was revoked by the first in an earlier
+/// generation (the protocol's two rounds). Generations, not snapshots: each member's
+/// assignment is sampled after its own poll returns, so two snapshots taken at once may be
+/// of different moments.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cooperative_sticky_keeps_partitions_that_do_not_move() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,10 +135,27 @@ async fn cooperative_sticky_keeps_partitions_that_do_not_move() {
     let b = Member::start(consumer(&node, "g-coop", &coop), "coop");
     wait_for("split", 30, || {
         let (x, y) = (a.assignment(), b.assignment());
-        assert!(x.is_disjoint(&y), "{x:?} and {y:?} overlap");
-        x.len() == 2 && y.len() == 2
+        x.len() == 2 && y.len() == 2 && x.is_disjoint(&y)
     })
     .await;
+    let revoked_in: BTreeMap<TopicPartition, i32> = a
+        .events()
+        .iter()
+        .flat_map(|e| e.revoked.iter().map(|p| (p.clone(), e.generation)))
+        .collect();
+    for event in b.events() {
+        for partition in &event.assigned {
+            let revoked = revoked_in.get(partition);
+            assert!(
+                revoked.is_some_and(|g| *g < event.generation),
+                "b was assigned {partition:?} in generation {} while a held it (a revoked it \
+                 in {revoked:?}): a {:?}, b {:?}",
+                event.generation,
+                a.events(),
+                b.events()
+            );
+        }
+    }
     let kept = a.assignment();
     let revoked: BTreeSet<TopicPartition> = a
         .events()

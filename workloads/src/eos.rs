@@ -20,8 +20,10 @@
 //! A zombie (`--set logjam.eos=zombie`): a few pipeline ops pause their member mid-transaction,
 //! after their sends and before their offsets and commit, for longer than the consumer's
 //! `session.timeout.ms` (heartbeats stop too, as in a GC pause), so the group removes the
-//! member and gives its partitions to another, which processes the same inputs again. Then the
-//! zombie resumes and tries to commit: KIP-447's fence (the group metadata in TxnOffsetCommit)
+//! member and gives its partitions to another, which processes the same inputs again. The
+//! zombie stays paused until that commit is seen (at most 10 s past its pause, `zombie.rs`),
+//! so a loaded machine's slow rebalance does not wake it first. Then the zombie resumes and
+//! tries to commit: KIP-447's fence (the group metadata in TxnOffsetCommit)
 //! refuses it. One zombie at a time. `group_metadata = false` sends the offsets with the group
 //! id alone (the pre-2.5 `sendOffsetsToTransaction(offsets, groupId)`, which is only safe with
 //! one producer per input partition): no generation to fence, so the zombie commits and its
@@ -32,9 +34,11 @@
 //! rebalance between the two reprocesses committed input: duplicates in the output.
 
 mod adapter;
+mod feed;
 mod final_reads;
 mod generator;
 mod members;
+mod zombie;
 
 pub use adapter::{EosSettings, EosWorkload};
 pub use generator::{
@@ -174,96 +178,6 @@ impl EosClient {
                 }
                 completion
             }
-        }
-    }
-
-    async fn feed(&mut self, values: Vec<(i32, i64)>) -> Result<Completion, RecordError> {
-        let mut sends: Vec<ProducedSend> = values
-            .iter()
-            .map(|(partition, value)| {
-                self.feed_seq += 1;
-                ProducedSend::invoked(self.feed_seq, i64::from(*partition), *value)
-            })
-            .collect();
-        let invoke = ProduceValue {
-            sends: sends.clone(),
-        };
-        self.record(OpType::Invoke, Function::Produce, invoke.to_json(), None)?;
-        if self.feeder.is_none() {
-            match Producer::from_properties(
-                properties(&self.settings.producer).chain([("enable.idempotence", "true")]),
-            ) {
-                Ok(p) => self.feeder = Some(p),
-                Err(error) => {
-                    for send in &mut sends {
-                        send.outcome = Some(SendOutcome::Fail);
-                        send.error = Some(error.to_string());
-                    }
-                    let value = ProduceValue { sends };
-                    self.record(OpType::Fail, Function::Produce, value.to_json(), None)?;
-                    return Ok(Completion::Fail);
-                }
-            }
-        }
-        let feeder = self.feeder.as_ref().expect("just created");
-        let timeout = self.settings.send_timeout;
-        let mut pending = Vec::new();
-        for send in &sends {
-            let record =
-                ProducerRecord::new(self.settings.input_topic.clone(), send.value.to_string())
-                    .with_partition(send.key as i32);
-            pending.push((
-                Instant::now(),
-                tokio::time::timeout(timeout, feeder.send(record)).await,
-            ));
-        }
-        for (send, (started, submitted)) in sends.iter_mut().zip(pending) {
-            let delivered = match submitted {
-                Err(_) => Err((
-                    "send() blocked past the timeout".to_owned(),
-                    Certainty::Definite,
-                )),
-                Ok(Err(error)) => Err((error.to_string(), Certainty::Definite)),
-                Ok(Ok(delivery)) => match tokio::time::timeout(timeout, delivery).await {
-                    Err(_) => Err((
-                        "no acknowledgement in time".to_owned(),
-                        Certainty::Indefinite,
-                    )),
-                    Ok(Err(error)) => {
-                        let certainty = error.certainty;
-                        Err((error.to_string(), certainty))
-                    }
-                    Ok(Ok(metadata)) => Ok(metadata),
-                },
-            };
-            send.latency_us = Some(started.elapsed().as_micros() as u64);
-            match delivered {
-                Ok(metadata) => {
-                    send.outcome = Some(SendOutcome::Ok);
-                    send.offset = metadata.offset.map(|o| o.0);
-                    send.attempts = Some(metadata.attempts);
-                }
-                Err((error, certainty)) => {
-                    send.outcome = Some(match certainty {
-                        Certainty::Definite => SendOutcome::Fail,
-                        Certainty::Indefinite => SendOutcome::Info,
-                    });
-                    send.error = Some(error);
-                }
-            }
-        }
-        let any_info = sends.iter().any(|s| s.outcome == Some(SendOutcome::Info));
-        let all_ok = sends.iter().all(|s| s.outcome == Some(SendOutcome::Ok));
-        let value = ProduceValue { sends }.to_json();
-        if all_ok {
-            self.record(OpType::Ok, Function::Produce, value, None)?;
-            Ok(Completion::Ok)
-        } else if any_info {
-            self.record(OpType::Info, Function::Produce, value, None)?;
-            Ok(Completion::Info)
-        } else {
-            self.record(OpType::Fail, Function::Produce, value, None)?;
-            Ok(Completion::Fail)
         }
     }
 
@@ -532,11 +446,9 @@ impl EosClient {
         {
             // A GC pause with the transaction open: the heartbeats stop as well, the session
             // expires, and the group gives this member's partitions to another member.
-            let consumer = self.consumer.as_ref().expect("created");
-            consumer.pause_heartbeats(pause);
             tracing::info!(txn, ?pause, "zombie: pausing mid-transaction");
-            tokio::time::sleep(pause).await;
-            value.paused_ms = Some(pause.as_millis() as u64);
+            let paused = self.zombie_pause(pause, &offsets).await;
+            value.paused_ms = Some(paused.as_millis() as u64);
         }
         let group = if self.settings.group_metadata {
             group
