@@ -5,11 +5,7 @@
 
 use logjam_history::Paired;
 
-use crate::anomaly::Anomalies;
-use crate::durability::DurabilityReport;
-use crate::producer::ProducerStats;
-use crate::queue::realtime::LinearizabilitySummary;
-use crate::report::Stats;
+pub use crate::findings::Findings;
 
 /// A streaming checker for one workload's histories.
 pub trait Checker {
@@ -19,22 +15,4 @@ pub trait Checker {
 
     /// Runs every analysis over what was pushed.
     fn finish(self: Box<Self>) -> Findings;
-}
-
-/// What a checker found: anomalies with witnesses, and the facts the report shows. Findings
-/// claim only what the history proves; the policy then decides which fail the run.
-#[derive(Debug, Clone)]
-pub struct Findings {
-    /// Every anomaly, by kind, with witnesses.
-    pub anomalies: Anomalies,
-    /// Acknowledged writes lost (empty for workloads without writes).
-    pub durability: DurabilityReport,
-    /// What the log linearizability analysis covered.
-    pub linearizability: LinearizabilitySummary,
-    /// Counts; `ok_records_read == 0` makes a run that found nothing `unknown`.
-    pub stats: Stats,
-    /// Things the user should know that are not anomalies.
-    pub warnings: Vec<String>,
-    /// The producer workload's send figures (latency, blocking, retries); `None` elsewhere.
-    pub producer: Option<ProducerStats>,
 }

@@ -14,7 +14,7 @@
 //! | `aborted-output-visible` | a committed-output record written by a transaction whose op ended `fail` (aborted, or its producer fenced) | transaction abort / fencing |
 //!
 //! Zombies (pipeline ops that paused mid-transaction, `paused_ms`) are counted in
-//! `stats.zombies`: how many, how many had inputs another pipeline op committed while they
+//! `zombies` in `report.json`: how many, how many had inputs another pipeline op committed while they
 //! slept (their partitions were taken over), and how each ended. A zombie that commits after
 //! a takeover duplicates the inputs both consumed, and `eos-duplicate` names it.
 //!
@@ -36,10 +36,11 @@ use logjam_history::{
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind, OpRef};
 use crate::checker::{Checker, Findings};
 use crate::durability::DurabilityReport;
+pub use crate::findings::ZombieStats;
+use crate::findings::{Stats, WorkloadStats};
 use crate::fxhash::FxHashMap;
 use crate::policy::Policy;
 use crate::queue::realtime::LinearizabilitySummary;
-use crate::report::Stats;
 
 /// An input record's place: (partition, offset).
 type Place = (i32, i64);
@@ -65,22 +66,6 @@ struct Txn {
     group_metadata: bool,
     /// A zombie's pause and its inputs (kept for zombies only).
     zombie: Option<(u64, Vec<Place>)>,
-}
-
-/// What the zombies of an eos run did (`stats.zombies`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ZombieStats {
-    /// Pipeline ops that paused mid-transaction.
-    pub paused: u64,
-    /// Of those, the ones with an input that another pipeline op consumed and committed
-    /// (its op ended ok): the group gave their partitions to another member.
-    pub taken_over: u64,
-    /// Zombies taken over whose op ended `fail`: the commit was refused (fenced) and aborted.
-    pub refused: u64,
-    /// Zombies taken over whose op ended `ok`: they committed anyway.
-    pub committed: u64,
-    /// Zombies taken over whose commit's outcome is unknown.
-    pub unknown: u64,
 }
 
 /// Streaming exactly-once checker.
@@ -329,7 +314,7 @@ impl EosChecker {
             .map_or(String::new(), |v| format!(" (value {v})"))
     }
 
-    /// `stats.zombies`; `None` without zombies.
+    /// `zombies` in `report.json`; `None` without zombies.
     fn zombie_stats(&self) -> Option<ZombieStats> {
         let mut stats = ZombieStats::default();
         for (txn, t) in &self.txns {
@@ -592,16 +577,16 @@ impl Checker for EosChecker {
             ));
         }
         self.against_offsets(&places, &mut anomalies);
-        self.stats.zombies = self.zombie_stats();
         let partitions: BTreeSet<i32> = self.inputs.keys().map(|p| p.0).collect();
         self.stats.keys = partitions.len() as u64;
+        let workload = self.zombie_stats().map(WorkloadStats::Zombies);
         Findings {
             anomalies,
             durability: DurabilityReport::empty(),
             linearizability: LinearizabilitySummary::default(),
             stats: self.stats,
             warnings: self.warnings,
-            producer: None,
+            workload_stats: workload,
         }
     }
 }

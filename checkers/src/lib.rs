@@ -7,6 +7,8 @@
 //! - [`check_file`], [`check_reader`], [`check_ops`]: entry points (this file): read, pair,
 //!   feed the workload's [`Checker`], apply its [`Policy`].
 //! - [`checker`]: the [`Checker`] trait (history in, [`Findings`] with witnesses out).
+//! - [`findings`]: what checkers find, a leaf that imports no checker: [`Findings`], the
+//!   history's [`Stats`] and each workload's own statistics as one enum ([`WorkloadStats`]).
 //! - [`registry`]: workload name → its op schema, checker and policy ([`Registry`]).
 //! - [`eos`]: the exactly-once checker of the eos (consume-transform-produce) workload.
 //! - [`producer`]: the producer workload's checker (`reordered-send`, `duplicate`, send latency).
@@ -78,7 +80,7 @@
 //!
 //! The read-committed kinds need histories whose polls record their fetch ranges (the txn
 //! workload's read_committed consumers do); older histories give them nothing to check
-//! (`stats.read_committed.polls_checked` 0).
+//! (`read_committed.polls_checked` 0).
 //!
 //! Not yet covered: process/realtime edges in the dependency graph (`G0-realtime` etc.; the
 //! per-partition real-time order is checked by `nonlinearizable-log`).
@@ -109,6 +111,7 @@ pub mod checker;
 pub mod durability;
 pub mod eos;
 pub mod error;
+pub mod findings;
 mod fxhash;
 pub mod graph;
 pub mod group;
@@ -128,9 +131,10 @@ use std::path::{Path, PathBuf};
 use logjam_history::{Function, Header, HistoryReader, Op, Pairer, Process, ReadError};
 
 pub use anomaly::{Anomaly, AnomalyGroup, AnomalyKind, CycleStep, OpRef, Relation};
-pub use checker::{Checker, Findings};
+pub use checker::Checker;
 pub use durability::DurabilityReport;
 pub use error::HarnessError;
+pub use findings::{Findings, WorkloadStats};
 pub use policy::{Policy, QueueOptions};
 pub use producer::{ProducerChecker, ProducerStats};
 pub use queue::QueueChecker;

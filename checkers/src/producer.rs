@@ -20,75 +20,14 @@ use logjam_history::{
     CompletedOp, Function, Header, Key, MicroOp, Offset, OpValue, Outcome, Paired, ProduceValue,
     SendOutcome, Value,
 };
-use serde::Serialize;
 
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind, OpRef};
 use crate::checker::{Checker, Findings};
 use crate::durability::DurabilityReport;
+use crate::findings::{Stats, WorkloadStats};
 use crate::queue::realtime::LinearizabilitySummary;
-use crate::report::Stats;
 
-/// Percentiles of a set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Percentiles {
-    /// How many durations.
-    pub count: u64,
-    /// Median.
-    pub p50_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Maximum.
-    pub max_ms: f64,
-    /// Sum.
-    pub total_ms: f64,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles of `micros` (sorted in place).
-    pub fn of(micros: &mut [u64]) -> Percentiles {
-        if micros.is_empty() {
-            return Percentiles::default();
-        }
-        micros.sort_unstable();
-        let rank = |p: f64| {
-            let index = ((p * micros.len() as f64).ceil() as usize).clamp(1, micros.len()) - 1;
-            micros[index] as f64 / 1000.0
-        };
-        Percentiles {
-            count: micros.len() as u64,
-            p50_ms: rank(0.50),
-            p90_ms: rank(0.90),
-            p99_ms: rank(0.99),
-            max_ms: micros[micros.len() - 1] as f64 / 1000.0,
-            total_ms: micros.iter().sum::<u64>() as f64 / 1000.0,
-        }
-    }
-}
-
-/// What the producer's sends went through, for the summary and `report.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ProducerStats {
-    /// Sends submitted.
-    pub sends: u64,
-    /// Acknowledged.
-    pub acknowledged: u64,
-    /// Certainly not written.
-    pub failed: u64,
-    /// May have been written.
-    pub indeterminate: u64,
-    /// Acknowledged sends whose batch took more than one produce request.
-    pub retried: u64,
-    /// Acknowledged sends, from `send()` to the acknowledgement.
-    pub ack_latency: Percentiles,
-    /// Every send, how long `send()` itself blocked.
-    pub blocked: Percentiles,
-    /// Sends whose `send()` blocked 1 ms or more.
-    pub blocked_over_1ms: u64,
-    /// Sends that failed because buffer memory stayed exhausted for `max.block.ms`.
-    pub buffer_exhausted: u64,
-}
+pub use crate::findings::{Percentiles, ProducerStats};
 
 /// One acknowledged send.
 #[derive(Debug, Clone)]
@@ -373,7 +312,7 @@ impl Checker for ProducerChecker {
             linearizability: LinearizabilitySummary::default(),
             stats: self.stats,
             warnings: self.warnings,
-            producer: Some(self.producer),
+            workload_stats: Some(WorkloadStats::Producer(self.producer)),
         }
     }
 }

@@ -23,8 +23,8 @@ use logjam_history::{CompletedOp, Header, NemesisEvent, Outcome, Paired};
 use crate::anomaly::Anomalies;
 use crate::checker::{Checker, Findings};
 use crate::durability;
+use crate::findings::Stats;
 use crate::policy::QueueOptions;
-use crate::report::Stats;
 
 /// Streaming queue checker.
 pub struct QueueChecker {
@@ -128,7 +128,7 @@ impl Checker for QueueChecker {
             linearizability,
             stats,
             warnings,
-            producer: None,
+            workload_stats: None,
         }
     }
 }

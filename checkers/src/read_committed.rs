@@ -33,41 +33,13 @@ mod tests;
 use logjam_history::{
     CompletedOp, Fetched, Header, Key, Offset, OpValue, Outcome, Paired, ProcessId, Record, Value,
 };
-use serde::Serialize;
 
 use crate::anomaly::{Anomalies, OpRef};
 use crate::checker::{Checker, Findings};
+pub use crate::findings::ReadCommittedStats;
+use crate::findings::WorkloadStats;
 use crate::fxhash::FxHashMap;
 use crate::queue::QueueChecker;
-
-/// What the read-committed checker looked at, for the report.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ReadCommittedStats {
-    /// Poll micro-ops that recorded fetch ranges.
-    pub polls_checked: u64,
-    /// Fetch ranges (one per key per poll), each with an LSO.
-    pub lsos_seen: u64,
-    /// Records returned by those polls, each checked against its LSO.
-    pub records_checked: u64,
-    /// Distinct (key, leader epoch) pairs answered.
-    pub leader_epochs_seen: u64,
-    /// Times one process saw a partition's LSO lower than before in a later leader epoch
-    /// (allowed: a new leader's LSO may start behind the old one's).
-    pub lso_drops_across_epochs: u64,
-    /// Records returned at or above the LSO their own answer reported but below the LSO of
-    /// the process's next answer in the same leader epoch (allowed: the broker captures the
-    /// LSO it reports before it reads, and the LSO may move in between), or with no later
-    /// answer to bound the read.
-    pub lso_capture_races: u64,
-    /// (poll, transaction) pairs where a poll returned the transaction's records on one
-    /// partition while its answer for another partition put the transaction's record there
-    /// at or above the LSO (allowed: markers land per partition, no cross-partition
-    /// atomicity).
-    pub cross_partition_partial: u64,
-    /// The longest LSO holds the answers proved (an open transaction at an acknowledged
-    /// record), a second or longer, longest first, at most 20.
-    pub lso_stalls: Vec<stall::LsoStall>,
-}
 
 /// One op, as the checks need it.
 #[derive(Debug, Clone)]
@@ -276,7 +248,7 @@ impl Checker for TxnChecker {
         } = *self;
         let mut findings = Box::new(queue).finish();
         let stats = read_committed.finish_into(&mut findings.anomalies);
-        findings.stats.read_committed = Some(stats);
+        findings.workload_stats = Some(WorkloadStats::ReadCommitted(stats));
         findings
     }
 }

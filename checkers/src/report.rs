@@ -11,12 +11,12 @@ use serde::Serialize;
 use logjam_history::Header;
 
 use crate::anomaly::{AnomalyGroup, AnomalyKind};
-use crate::checker::Findings;
 use crate::durability::DurabilityReport;
-use crate::graph::GraphStats;
+use crate::findings::{Findings, ProducerStats, ReadCommittedStats, WorkloadStats, ZombieStats};
 use crate::policy::Policy;
-use crate::producer::ProducerStats;
 use crate::queue::realtime::LinearizabilitySummary;
+
+pub use crate::findings::{OutcomeCounts, Stats};
 
 /// The tri-state result of a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,45 +50,6 @@ impl Verdict {
     }
 }
 
-/// Counts of client ops by outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct OutcomeCounts {
-    /// `ok` ops.
-    pub ok: u64,
-    /// `fail` ops.
-    pub fail: u64,
-    /// `info` ops (including those never completed).
-    pub info: u64,
-}
-
-/// What the history contained.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Stats {
-    /// Op lines read (client and nemesis, invokes and completions).
-    pub op_lines: u64,
-    /// Client ops after pairing.
-    pub client_ops: u64,
-    /// Nemesis events.
-    pub nemesis_events: u64,
-    /// Client ops by `f`, then by outcome.
-    pub by_f: BTreeMap<String, OutcomeCounts>,
-    /// Keys seen.
-    pub keys: u64,
-    /// Records returned by ok reads.
-    pub ok_records_read: u64,
-    /// Acknowledged sends.
-    pub ok_sends: u64,
-    /// Dependency graph sizes.
-    pub graph: GraphStats,
-    /// What the read-committed checker looked at (txn workload); absent elsewhere.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_committed: Option<crate::read_committed::ReadCommittedStats>,
-    /// The eos workload's zombies (pipeline ops paused mid-transaction); absent elsewhere
-    /// and when a run had none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zombies: Option<crate::eos::ZombieStats>,
-}
-
 /// Everything a check found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -116,9 +77,10 @@ pub struct Report {
     pub stats: Stats,
     /// Things the user should know that are not anomalies (e.g. a torn last line).
     pub warnings: Vec<String>,
-    /// The producer workload's send figures; absent for other workloads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub producer: Option<ProducerStats>,
+    /// What only this workload's checker counts, under its own key (`read_committed`,
+    /// `zombies`, `producer`); absent for the others.
+    #[serde(flatten)]
+    pub workload_stats: Option<WorkloadStats>,
 }
 
 impl Report {
@@ -132,7 +94,7 @@ impl Report {
             linearizability,
             stats,
             warnings,
-            producer,
+            workload_stats,
         } = findings;
         let groups = anomalies.into_groups();
         let (allowed_kinds, bad_kinds): (Vec<AnomalyKind>, Vec<AnomalyKind>) =
@@ -167,7 +129,31 @@ impl Report {
             linearizability,
             stats,
             warnings,
-            producer,
+            workload_stats,
+        }
+    }
+
+    /// The read-committed checker's statistics (txn workload).
+    pub fn read_committed(&self) -> Option<&ReadCommittedStats> {
+        match &self.workload_stats {
+            Some(WorkloadStats::ReadCommitted(stats)) => Some(stats),
+            _ => None,
+        }
+    }
+
+    /// The eos checker's zombies (none when the run had none).
+    pub fn zombies(&self) -> Option<&ZombieStats> {
+        match &self.workload_stats {
+            Some(WorkloadStats::Zombies(stats)) => Some(stats),
+            _ => None,
+        }
+    }
+
+    /// The producer workload's send figures.
+    pub fn producer(&self) -> Option<&ProducerStats> {
+        match &self.workload_stats {
+            Some(WorkloadStats::Producer(stats)) => Some(stats),
+            _ => None,
         }
     }
 }
@@ -199,7 +185,7 @@ impl Report {
             self.stats.ok_sends,
             self.stats.ok_records_read
         );
-        if let Some(rc) = &self.stats.read_committed {
+        if let Some(rc) = self.read_committed() {
             let _ = writeln!(
                 s,
                 "  read_committed: {} polls checked, {} LSOs seen over {} partition leader epochs, {} records checked against their LSO; {} LSO drops across leader epochs, {} records past their answer's LSO but not the next one's (the LSO moved while the leader read), {} times a transaction was visible on one partition and not yet stable on another (all allowed)",
@@ -228,7 +214,7 @@ impl Report {
                 );
             }
         }
-        if let Some(z) = &self.stats.zombies {
+        if let Some(z) = self.zombies() {
             let _ = writeln!(
                 s,
                 "  zombies: {} pipeline ops paused mid-transaction past the session timeout; {} of them had inputs another op committed meanwhile; {} were refused, {} committed, {} ended unknown",
@@ -255,7 +241,7 @@ impl Report {
                 }
             }
         }
-        if let Some(producer) = &self.producer {
+        if let Some(producer) = self.producer() {
             producer_summary(&mut s, producer);
             for w in &self.warnings {
                 let _ = writeln!(s, "  warning: {w}");

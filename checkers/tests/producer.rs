@@ -250,7 +250,7 @@ fn the_witness_names_both_sends_and_the_summary_the_send_figures() {
             && summary.contains("send() blocked"),
         "{summary}"
     );
-    let producer = report.producer.as_ref().expect("producer figures");
+    let producer = report.producer().expect("producer figures");
     assert_eq!(producer.ack_latency.count, 2);
     assert!((producer.ack_latency.p50_ms - 2.0).abs() < 1e-9);
 }

@@ -1,6 +1,6 @@
 //! The nemesis's decisions, pure and seeded: the faults `--nemesis` names, what undoes each,
 //! which nodes a fault hits, and the directed cuts of each kind of partition (Jepsen's
-//! grudges). `run.rs` carries the decisions out on the lab and records them.
+//! grudges). `run/faults.rs` carries the decisions out on the lab and records them.
 
 use std::collections::BTreeSet;
 use std::fmt;

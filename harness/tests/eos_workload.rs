@@ -152,7 +152,7 @@ fn scenario(name: &str) -> (i32, serde_json::Value, serde_json::Value) {
 #[test]
 fn a_paused_zombie_is_fenced_by_its_group_metadata_and_duplicates_without_it() {
     let (code, judged, report) = scenario("zombie-fencing");
-    let zombies = &report["stats"]["zombies"];
+    let zombies = &report["zombies"];
     assert_eq!(code, 0, "{judged:#}");
     assert!(
         zombies["taken_over"].as_u64().unwrap_or(0) > 0,
@@ -162,7 +162,7 @@ fn a_paused_zombie_is_fenced_by_its_group_metadata_and_duplicates_without_it() {
     assert_eq!(report["verdict"], "valid", "{}", report["bad_kinds"]);
 
     let (code, judged, report) = scenario("zombie-without-group-metadata");
-    let zombies = &report["stats"]["zombies"];
+    let zombies = &report["zombies"];
     assert_eq!(code, 0, "{judged:#}");
     assert!(
         zombies["committed"].as_u64().unwrap_or(0) > 0,

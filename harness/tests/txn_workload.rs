@@ -78,7 +78,7 @@ fn bad_kinds(run: &Path) -> serde_json::Value {
 fn read_committed_stats(run: &Path) -> serde_json::Value {
     let report = std::fs::read_to_string(run.join("report.json")).expect("report.json");
     let report: serde_json::Value = serde_json::from_str(&report).expect("report.json parses");
-    report["stats"]["read_committed"].clone()
+    report["read_committed"].clone()
 }
 
 fn valid_run(sets: &[&str]) {

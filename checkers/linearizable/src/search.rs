@@ -68,7 +68,9 @@ use std::time::{Duration, Instant};
 mod limits;
 mod outcome;
 
-pub(crate) use outcome::{SearchOutcome, SearchStats, StuckPoint};
+pub(crate) use limits::Limits;
+use outcome::RawStuck;
+pub(crate) use outcome::{RawOutcome, SearchOutcome, SearchStats, StuckPoint};
 
 /// No entry / no operation.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -79,25 +81,6 @@ const HEAD: u32 = 0;
 pub(crate) const OBSERVATION_HORIZON: u32 = 256;
 /// How often (in steps) the time budget is checked.
 const TIME_CHECK_INTERVAL: u64 = 1 << 12;
-
-/// The limits one partition's search runs under (see `Budget`).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Limits {
-    /// At most this many steps.
-    pub(crate) steps_max: Option<u64>,
-    /// Stop at this instant; the duration is the configured limit, for the
-    /// reason.
-    pub(crate) deadline: Option<(Instant, Duration)>,
-    /// At most this many bytes of search structures.
-    pub(crate) memory_max: Option<u64>,
-}
-
-impl Limits {
-    pub(crate) fn time_exhausted(&self) -> Option<RawOutcome> {
-        let (deadline, time_max) = self.deadline?;
-        (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
-    }
-}
 
 /// One choice on the search stack.
 #[derive(Clone, Copy, Debug)]
@@ -191,44 +174,6 @@ pub(crate) fn search<M: Model>(
         cache_resets: search.cache_resets,
     };
     (outcome, stats)
-}
-
-/// [`SearchOutcome`] before translating local ids.
-pub(crate) enum RawOutcome {
-    Linearizable { order: Vec<u32> },
-    NotLinearizable,
-    StepBudgetExhausted { steps_max: u64 },
-    TimeBudgetExhausted { time_max: Duration },
-    MemoryBudgetExhausted { memory_max: u64 },
-}
-
-impl RawOutcome {
-    /// The outcome of a search stopped by its budget.
-    fn into_search_outcome(self) -> SearchOutcome {
-        match self {
-            RawOutcome::StepBudgetExhausted { steps_max } => {
-                SearchOutcome::StepBudgetExhausted { steps_max }
-            }
-            RawOutcome::TimeBudgetExhausted { time_max } => {
-                SearchOutcome::TimeBudgetExhausted { time_max }
-            }
-            RawOutcome::MemoryBudgetExhausted { memory_max } => {
-                SearchOutcome::MemoryBudgetExhausted { memory_max }
-            }
-            RawOutcome::Linearizable { .. } | RawOutcome::NotLinearizable => {
-                unreachable!("only budget outcomes are translated here")
-            }
-        }
-    }
-}
-
-/// The deepest stuck point in local ids.
-#[derive(Default)]
-struct RawStuck {
-    prefix: Vec<u32>,
-    blocking: u32,
-    reason: StuckReason,
-    candidates: Vec<u32>,
 }
 
 /// The search state for one partition.

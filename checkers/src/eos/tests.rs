@@ -273,7 +273,7 @@ fn zombies_are_counted_by_how_they_ended_after_a_takeover() {
     h.pipeline_paused(3, 3, &[2], OpType::Ok, Some(10_000), true);
     let report = h.finish(3, &[(0, 2), (1, 2), (2, 3)], true, 3);
     assert_eq!(report.verdict, Verdict::Valid, "{:?}", kinds(&report));
-    let zombies = report.stats.zombies.as_ref().expect("zombies counted");
+    let zombies = report.zombies().expect("zombies counted");
     assert_eq!(
         (
             zombies.paused,
@@ -291,7 +291,7 @@ fn zombies_are_counted_by_how_they_ended_after_a_takeover() {
     h.pipeline_paused(1, 1, &[0, 1], OpType::Ok, Some(10_000), false);
     let report = h.finish(2, &[(0, 2), (1, 2), (0, 1), (1, 1)], true, 2);
     assert_eq!(kinds(&report), vec![AnomalyKind::EosDuplicate]);
-    let zombies = report.stats.zombies.as_ref().expect("zombies counted");
+    let zombies = report.zombies().expect("zombies counted");
     assert_eq!((zombies.taken_over, zombies.committed), (1, 1));
     let w = &report.anomalies[&AnomalyKind::EosDuplicate].witnesses[0];
     assert!(
@@ -304,5 +304,5 @@ fn zombies_are_counted_by_how_they_ended_after_a_takeover() {
     // A run without zombies reports none.
     let mut h = Eos::new();
     h.pipeline(1, 1, &[0], OpType::Ok);
-    assert!(h.finish(1, &[(0, 1)], true, 1).stats.zombies.is_none());
+    assert!(h.finish(1, &[(0, 1)], true, 1).zombies().is_none());
 }

@@ -9,7 +9,7 @@
 //! captured, and it began before the earliest-completing op acknowledged at `L` or later
 //! completed: offsets are handed out in append order.
 //!
-//! - **stalls** (counted, [`super::ReadCommittedStats::lso_stalls`]): per key and held
+//! - **stalls** (counted, [`crate::findings::ReadCommittedStats::lso_stalls`]): per key and held
 //!   offset, from the first such answer to the last; a producer stopped mid-transaction
 //!   stalls every read_committed reader until its coordinator aborts it, which is Kafka's
 //!   design (the hanging-transaction scenario reports how long).
@@ -25,10 +25,10 @@
 use std::collections::BTreeMap;
 
 use logjam_history::{Key, Offset};
-use serde::Serialize;
 
 use super::RcIndex;
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
+pub use crate::findings::LsoStall;
 
 /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default: how often a
 /// coordinator looks for transactions past their timeout.
@@ -51,24 +51,6 @@ const LISTED_STALL_NS: u64 = 1_000_000_000;
 
 /// At most this many stalls are listed in the report, longest first.
 const LISTED_STALLS: usize = 20;
-
-/// One partition's LSO held by one open transaction, as the answers proved it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LsoStall {
-    /// The key (partition).
-    pub key: Key,
-    /// The offset the LSO was held at: the first record of the open transaction.
-    pub offset: Offset,
-    /// The op acknowledged at that offset, when one was (a record whose acknowledgement was
-    /// lost still holds the LSO; the hold is proven by an acknowledgement past it).
-    pub held_by_op: Option<u64>,
-    /// Milliseconds since the history's start of the first answer that proved the hold.
-    pub from_ms: u64,
-    /// ... and of the last.
-    pub to_ms: u64,
-    /// `to_ms - from_ms`.
-    pub duration_ms: u64,
-}
 
 /// The clocks the check needs: the producer's `transaction.timeout.ms` (from the header) and
 /// when the last fault ended.

@@ -50,7 +50,7 @@ fn check(b: HistoryBuilder) -> Report {
 }
 
 fn stats(report: &Report) -> &ReadCommittedStats {
-    report.stats.read_committed.as_ref().expect("txn runs it")
+    report.read_committed().expect("txn runs it")
 }
 
 fn found(report: &Report) -> Vec<AnomalyKind> {
@@ -81,6 +81,11 @@ fn a_clean_read_committed_history_is_valid_and_counted() {
         (2, 2, 2, 1)
     );
     assert!(report.summary().contains("read_committed: 2 polls checked"));
+    // report.json: the workload's own statistics under their own key, not in `stats`.
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["read_committed"]["polls_checked"], 2);
+    assert!(json["stats"].get("read_committed").is_none());
+    assert!(json.get("producer").is_none() && json.get("zombies").is_none());
 }
 
 #[test]

@@ -1,15 +1,17 @@
 //! Dispatch of decoded requests by API key to one handler per API (one file each under
 //! `api/`, Kafka's `KafkaApis`); DescribeQuorum is forwarded to the active controller here.
 //!
-//! Handlers receive a decoded request and return the response body, or `None` when Kafka sends
-//! no response at all (acks=0). They never see raw bytes (`network/framing.rs` owns decoding),
-//! nor the whole node: each gets the narrow handles it needs (the [`ReplicaManager`] for
-//! Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
+//! Handlers receive a decoded request and return the response body; Produce returns a
+//! [`Reply`] (a response, nothing for a successful acks=0 produce, or closing the connection
+//! for a failed one, Kafka's only signal then). They never see raw bytes (`network/codec.rs`
+//! owns decoding), nor the whole node: each gets the narrow handles it needs (the
+//! [`ReplicaManager`] for Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and
+//! WriteTxnMarkers, the [`TopicCreator`] for CreateTopics, the
 //! [`ProducerIdManager`] for InitProducerId, the [`TxnCoordinator`] for the transaction
 //! APIs, the [`GroupCoordinator`] for the group APIs).
 //!
 //! [`ReplicaManager`]: crate::replica::ReplicaManager
-//! [`TopicCreator`]: crate::broker::TopicCreator
+//! [`TopicCreator`]: crate::topics::TopicCreator
 //! [`ProducerIdManager`]: crate::coordinator::ProducerIdManager
 //! [`TxnCoordinator`]: crate::coordinator::txn::TxnCoordinator
 //! [`GroupCoordinator`]: crate::coordinator::group::GroupCoordinator
@@ -127,12 +129,7 @@ pub async fn dispatch(
             add_partitions_to_txn::handle(broker.txn(), &broker.image(), &request, version).await,
         ),
         RequestKind::AddOffsetsToTxn(request) => {
-            let offsets_partitions = broker
-                .config()
-                .raw
-                .get("offsets.topic.num.partitions")
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(50);
+            let offsets_partitions = broker.config().int("offsets.topic.num.partitions") as i32;
             ResponseKind::AddOffsetsToTxn(
                 add_offsets_to_txn::handle(broker.txn(), offsets_partitions, &request, version)
                     .await,

@@ -11,8 +11,6 @@
 //! [`TxnCoordinator`] (the transaction coordinator, on `__transaction_state`) and the
 //! [`GroupCoordinator`] (the group coordinator, on `__consumer_offsets`).
 
-mod topic_creator;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -33,7 +31,7 @@ use crate::replica::ReplicaManager;
 use crate::replica::manager::broker_log_config;
 use crate::topics::{CreateTopicError, TopicInfo};
 
-pub use topic_creator::TopicCreator;
+pub use crate::topics::TopicCreator;
 
 /// The node: configuration, identity, the metadata quorum and the handles built on it.
 #[derive(Debug)]
@@ -130,11 +128,7 @@ impl Broker {
                 heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
                 previous_broker_epoch,
             }),
-            max_idle_interval_ms: config
-                .raw
-                .get("metadata.max.idle.interval.ms")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(500),
+            max_idle_interval_ms: config.int("metadata.max.idle.interval.ms") as u64,
         };
         let (unfenced_tx, unfenced_rx) = std::sync::mpsc::channel();
         let quorum = Quorum::start(

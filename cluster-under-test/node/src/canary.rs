@@ -62,7 +62,7 @@ pub enum Canary {
     /// `double-assign`: when the leader's SyncGroup completes a generation, the coordinator
     /// gives one other member the leader's own assignment instead of its own, so two members
     /// consume the same partitions for that generation. Lives in
-    /// `coordinator/group/classic_ops.rs` (`ClassicGroup::sync`).
+    /// `coordinator/group/classic/ops.rs` (`ClassicGroup::sync`).
     DoubleAssign,
 }
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::canary::{Canaries, Canary, UnknownCanary};
 
+pub mod group_consumer;
 mod properties;
 
 use properties::validate;
@@ -231,7 +232,7 @@ impl Config {
             value: raw.get(key).cloned().unwrap_or_default(),
             reason,
         };
-        if let Err(reason) = crate::coordinator::group::consumer_config(&raw).validate() {
+        if let Err(reason) = group_consumer::Config::from_raw(&raw).validate() {
             let key = reason
                 .split_whitespace()
                 .next()
@@ -417,6 +418,15 @@ impl Config {
             .get(key)
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or_else(|| panic!("{key} is not an integer key of the table"))
+    }
+
+    /// A string key's resolved value: what was set, or the table's default. Panics on a key
+    /// the table does not have: a programming error.
+    pub fn string(&self, key: &str) -> &str {
+        self.raw
+            .get(key)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("{key} is not a key of the table"))
     }
 
     /// Whether this node runs the broker role.

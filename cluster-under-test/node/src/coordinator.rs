@@ -1,16 +1,19 @@
-//! Coordinators: state a broker keeps for clients beyond the log itself. The producer-id
-//! blocks InitProducerId hands ids out of ([`producer_ids`], [`ProducerIdManager`]), and the
-//! runtime for coordinators whose state lives on internal-topic partitions ([`runtime`]: load
-//! on becoming leader, unload on losing it, append and wait for the high watermark), with the
-//! pure state machine it drives ([`shard`]), the internal topics it lives on
-//! ([`internal_topic`]: created on first use, a key's coordinator found), and the
-//! transaction coordinator on it ([`txn`]);
-//! the group coordinator, classic protocol, with transactional offset commits, on
-//! `__consumer_offsets` ([`group`]); the pure core
-//! of the new consumer protocol (KIP-848, [`consumer_group`]), served by the same group
-//! coordinator (`group/consumer.rs`).
+//! Coordinators: state a broker keeps for clients beyond the log itself.
+//!
+//! - The shell they share: [`runtime`] (load a partition's state when this node becomes its
+//!   leader, unload on losing it, append a write's records and answer once the high
+//!   watermark passes them) driving a pure [`shard`]; [`internal_topic`], the topics their
+//!   state lives on (created on first use, a key's partition and coordinator, what a failed
+//!   write answers).
+//! - [`txn`]: the transaction coordinator, on `__transaction_state`.
+//! - [`group`]: the group coordinator (classic groups, KIP-848 consumer groups, committed
+//!   and transactional offsets), on `__consumer_offsets`.
+//! - The producer-id blocks InitProducerId hands ids out of ([`producer_ids`],
+//!   [`ProducerIdManager`]).
+//!
+//! A new coordinator (share groups, the log cleaner's state) is a pure shard plus a thin
+//! shell over the runtime and an internal topic, as these two are.
 
-pub mod consumer_group;
 pub mod group;
 pub mod internal_topic;
 pub mod producer_id_manager;

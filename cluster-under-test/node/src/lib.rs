@@ -11,48 +11,53 @@
 //!
 //! ```text
 //!   TCP ──► network/server ──frame──► network/framing ──request──► api (dispatch by key)
-//!                                      (decode, version                 │  one module per API,
-//!                                       checks, encode)                 │  narrow handles
+//!                  (network/codec: decode,                              │  one module per API,
+//!                   version checks, encode)                             │  narrow handles
 //!                                                                       ▼
-//!   replica/ReplicaManager ◄── Produce, Fetch, ListOffsets     broker/TopicCreator ◄── CreateTopics,
-//!     Partition (leader/follower) ──► logjam-storage            coordinator/ProducerIdManager   Metadata
+//!   replica/ReplicaManager ◄── Produce, Fetch, ListOffsets     topics/TopicCreator ◄── CreateTopics,
+//!     Partition (leader/follower) ──► logjam-storage            coordinator/ (txn, group)   Metadata
 //!     fetcher, AlterPartition ──► network/NodeClient ──► other nodes ◄── controller/quorum (Raft RPCs,
 //!                                                                         forwarding, heartbeats)
 //! ```
 //!
-//! - [`network`]: the client listener and connections ([`network::server`]), the one framing
-//!   ([`network::framing`]: untrusted bytes to requests, never panics), and
-//!   [`network::NodeClient`], the one client of every node-to-node request: it notices a closed
-//!   connection and reconnects; a request gets its response or an error, never silence.
-//! - [`api`]: dispatch by API key; ApiVersions, Metadata, CreateTopics, Produce, Fetch,
-//!   ListOffsets, InitProducerId, the transaction APIs (FindCoordinator, AddPartitionsToTxn,
-//!   AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Describe/ListTransactions), each given only
-//!   the handles it needs.
+//! - [`network`]: the client listener and connections ([`network::server`]), the wire codec
+//!   ([`network::codec`]: untrusted bytes to requests, never panics), a client frame's
+//!   dispatch ([`network::framing`]), and [`network::NodeClient`], the one client of every
+//!   node-to-node request: it notices a closed connection and reconnects; a request gets its
+//!   response or an error, never silence.
+//! - [`api`]: dispatch by API key, one module per API, each given only the handles it needs.
 //! - [`broker`]: the node's lifecycle (open, registration wait, clean shutdown) and its
-//!   handles; [`broker::TopicCreator`]: topic creation through the active controller.
+//!   handles.
 //! - [`replica`]: [`replica::ReplicaManager`] (hosted partitions, logs, the metadata image
 //!   applied explicitly when it changes), [`replica::Partition`] (follower side;
-//!   `partition/leader.rs`: high watermark, ISR, appends, acks), the pure decisions
+//!   `partition/leader.rs`: high watermark, ISR, appends), the pure decisions
 //!   ([`replica::replication`]: ISR shrink/expand, high watermark, acks=all, divergence
-//!   truncation), the follower fetchers, AlterPartition, and the invariants of replication
-//!   state ([`replica::invariants`]: a broken one stops the node loudly).
-//! - [`coordinator`]: state kept for clients beyond the log: the producer-id blocks of
-//!   InitProducerId ([`coordinator::ProducerIdManager`]), and
-//!   [`coordinator::CoordinatorRuntime`], the home of coordinators whose state lives on an
-//!   internal topic's partitions: it replays a partition's log into a pure
-//!   [`coordinator::CoordinatorShard`] when this node becomes its leader
-//!   (`COORDINATOR_LOAD_IN_PROGRESS` meanwhile, `NOT_COORDINATOR` elsewhere), appends a write's
-//!   records as leader and answers it once the high watermark passes them. On it,
-//!   [`coordinator::txn`], the transaction coordinator (`__transaction_state`, Kafka's record
-//!   format, pure table-tested transitions, the marker sender).
+//!   truncation), the one wait of an acks=all append for the high watermark
+//!   ([`replica::delayed_produce`], Kafka's `DelayedProduce`, used by Produce and
+//!   WriteTxnMarkers), the follower fetchers, AlterPartition, and the invariants of
+//!   replication state ([`replica::invariants`]: a broken one stops the node loudly).
+//! - [`coordinator`]: state kept for clients beyond the log. The shell every coordinator
+//!   shares: [`coordinator::CoordinatorRuntime`] replays a partition of an internal topic
+//!   into a pure [`coordinator::CoordinatorShard`] when this node becomes its leader
+//!   (`COORDINATOR_LOAD_IN_PROGRESS` meanwhile, `NOT_COORDINATOR` elsewhere), appends a
+//!   write's records as leader and answers it once the high watermark passes them;
+//!   [`coordinator::internal_topic`] creates the topics, routes a key to its partition and
+//!   maps a failed write to what the client is told. On it: [`coordinator::txn`], the
+//!   transaction coordinator (`__transaction_state`; pure table-tested transitions; the
+//!   marker sender and the timeout abort in `txn/markers.rs`), and [`coordinator::group`],
+//!   the group coordinator (`__consumer_offsets`; its module doc has the table of what
+//!   serves classic members, KIP-848 consumer members, offsets and admin).
 //! - [`controller`]: the KRaft quorum driver, the active controller's decisions split into
 //!   cluster (registration, fencing), replication (topics, AlterPartition) and producer-id
 //!   control, the metadata log on disk, the controller listener.
 //! - [`versions`]: the APIs and version ranges each listener serves and advertises.
 //! - [`metadata`]: metadata records and the image brokers replay (pure).
 //! - [`config`]: `server.properties` with Kafka's names and defaults (the property table in
-//!   `config/properties.rs`); unknown keys are errors.
-//! - [`topics`]: Kafka's naming and topic-config rules, and [`topics::CreateTopicError`].
+//!   `config/properties.rs`, the new consumer protocol's settings in
+//!   `config/group_consumer.rs`); unknown keys are errors.
+//! - [`topics`]: Kafka's naming and topic-config rules, [`topics::CreateTopicError`], and
+//!   [`topics::TopicCreator`]: topic creation through the active controller.
+//! - [`clock`]: the wall clock stamped into logs and records.
 //! - The idempotent producer's per-partition state lives beside the log in `logjam-storage`
 //!   (`producer_state`, with Kafka's `.snapshot` files).
 //! - [`canary`]: deliberate, named bugs (`logjam.canaries`, off by default) that prove the
@@ -66,6 +71,7 @@
 pub mod api;
 pub mod broker;
 pub mod canary;
+pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod coordinator;

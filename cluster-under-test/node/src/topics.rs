@@ -3,11 +3,15 @@
 //! image replayed from `__cluster_metadata` (see [`crate::metadata`]); the controller applies
 //! these rules before it writes a `TopicRecord`.
 
+pub mod creator;
+
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+pub use creator::TopicCreator;
 
 /// Kafka's limit on topic name length.
 pub const TOPIC_NAME_MAX_LENGTH: usize = 249;

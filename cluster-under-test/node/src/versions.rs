@@ -63,7 +63,7 @@ pub const CLIENT_APIS: &[Served] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    // The new consumer protocol (KIP-848; coordinator/group/consumer.rs).
+    // The new consumer protocol (KIP-848; coordinator/group/consumer_members.rs).
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
@@ -109,6 +109,12 @@ pub fn advertised(table: &[Served]) -> Vec<ApiVersion> {
                 .with_max_version(max)
         })
         .collect()
+}
+
+/// The client listener's APIs with the versions it accepts ([`CLIENT_APIS`]), as ApiVersions
+/// answers them.
+pub fn supported_versions() -> Vec<ApiVersion> {
+    advertised(CLIENT_APIS)
 }
 
 #[cfg(test)]

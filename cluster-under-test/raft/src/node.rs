@@ -644,15 +644,3 @@ impl RaftNode {
         }
     }
 }
-
-impl ElectionState {
-    fn new(election_deadline_ms: u64, retries: u32, me: NodeId) -> ElectionState {
-        ElectionState {
-            election_deadline_ms,
-            granted: BTreeSet::from([me]),
-            rejected: BTreeSet::new(),
-            retries,
-            backoff_until_ms: None,
-        }
-    }
-}

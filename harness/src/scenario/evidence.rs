@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 /// What the read-committed checker measured of the LSO's holds (report.json's
-/// `stats.read_committed`; nothing for a run without read_committed polls).
+/// `read_committed`; nothing for a run without read_committed polls).
 pub(super) struct LsoStalls {
     pub(super) polls_checked: u64,
     pub(super) longest_ms: u64,
@@ -18,7 +18,7 @@ pub(super) struct LsoStalls {
 impl LsoStalls {
     /// From report.json, read once by the judge.
     pub(super) fn of(report: &Value) -> LsoStalls {
-        let stats = &report["stats"]["read_committed"];
+        let stats = &report["read_committed"];
         let stalls = stats["lso_stalls"].as_array().cloned().unwrap_or_default();
         let longest = stalls
             .iter()
@@ -64,7 +64,7 @@ pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
-/// What the eos checker counted of the run's zombies (report.json's `stats.zombies`; zeros
+/// What the eos checker counted of the run's zombies (report.json's `zombies`; zeros
 /// for a run without them).
 pub(super) struct Zombies {
     paused: u64,
@@ -77,7 +77,7 @@ pub(super) struct Zombies {
 impl Zombies {
     /// From report.json, read once by the judge.
     pub(super) fn of(report: &Value) -> Zombies {
-        let stats = &report["stats"]["zombies"];
+        let stats = &report["zombies"];
         let count = |key: &str| stats[key].as_u64().unwrap_or(0);
         Zombies {
             paused: count("paused"),

@@ -5,6 +5,25 @@
 
 use super::*;
 
+/// The limits one partition's search runs under (see `Budget`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// At most this many steps.
+    pub(crate) steps_max: Option<u64>,
+    /// Stop at this instant; the duration is the configured limit, for the
+    /// reason.
+    pub(crate) deadline: Option<(Instant, Duration)>,
+    /// At most this many bytes of search structures.
+    pub(crate) memory_max: Option<u64>,
+}
+
+impl Limits {
+    pub(crate) fn time_exhausted(&self) -> Option<RawOutcome> {
+        let (deadline, time_max) = self.deadline?;
+        (Instant::now() >= deadline).then_some(RawOutcome::TimeBudgetExhausted { time_max })
+    }
+}
+
 impl<M: Model> Search<'_, M> {
     /// Bytes the search structures hold now.
     pub(super) fn memory_in_use(&self) -> u64 {

@@ -57,3 +57,41 @@ pub(crate) struct SearchStats {
     /// How often the visited cache was forgotten to stay in the budget.
     pub(crate) cache_resets: u64,
 }
+
+/// [`SearchOutcome`] before translating local ids.
+pub(crate) enum RawOutcome {
+    Linearizable { order: Vec<u32> },
+    NotLinearizable,
+    StepBudgetExhausted { steps_max: u64 },
+    TimeBudgetExhausted { time_max: Duration },
+    MemoryBudgetExhausted { memory_max: u64 },
+}
+
+impl RawOutcome {
+    /// The outcome of a search stopped by its budget.
+    pub(super) fn into_search_outcome(self) -> SearchOutcome {
+        match self {
+            RawOutcome::StepBudgetExhausted { steps_max } => {
+                SearchOutcome::StepBudgetExhausted { steps_max }
+            }
+            RawOutcome::TimeBudgetExhausted { time_max } => {
+                SearchOutcome::TimeBudgetExhausted { time_max }
+            }
+            RawOutcome::MemoryBudgetExhausted { memory_max } => {
+                SearchOutcome::MemoryBudgetExhausted { memory_max }
+            }
+            RawOutcome::Linearizable { .. } | RawOutcome::NotLinearizable => {
+                unreachable!("only budget outcomes are translated here")
+            }
+        }
+    }
+}
+
+/// The deepest stuck point in local ids.
+#[derive(Default)]
+pub(super) struct RawStuck {
+    pub(super) prefix: Vec<u32>,
+    pub(super) blocking: u32,
+    pub(super) reason: StuckReason,
+    pub(super) candidates: Vec<u32>,
+}

@@ -9,7 +9,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use crate::api::end_txn::fenced_code;
-use crate::coordinator::txn::{TxnCoordinator, partition_for};
+use crate::coordinator::internal_topic::partition_for;
+use crate::coordinator::txn::TxnCoordinator;
 
 /// The internal topic of committed offsets.
 const OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -10,7 +10,7 @@ use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, Suppo
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::network::framing::supported_versions;
+use crate::versions::supported_versions;
 
 /// The feature clients read to choose the transaction protocol.
 const TRANSACTION_VERSION: &str = "transaction.version";

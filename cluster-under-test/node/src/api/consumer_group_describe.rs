@@ -22,9 +22,9 @@ use uuid::Uuid;
 
 use crate::api::describe_groups::CAUSE_TAG;
 use crate::api::offset_commit::valid_group_id;
-use crate::coordinator::consumer_group;
 use crate::coordinator::group::GroupCoordinator;
-use crate::coordinator::group::consumer::topic_names;
+use crate::coordinator::group::consumer_group;
+use crate::coordinator::group::consumer_members::topic_names;
 use crate::metadata::MetadataImage;
 
 /// An assignment as described: only the topics the metadata image still names (Kafka's

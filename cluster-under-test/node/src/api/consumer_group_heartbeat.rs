@@ -1,6 +1,6 @@
 //! ConsumerGroupHeartbeat (apiKey 68), v0–v1: a member of a KIP-848 consumer group joins,
 //! heartbeats, acknowledges its reconciliation and leaves (epoch -1, or -2 for a static
-//! member coming back). The decision is the pure core's (`coordinator::consumer_group`), its
+//! member coming back). The decision is the pure core's (`coordinator::group::consumer_group`), its
 //! records replicated before the answer. Errors: `INVALID_GROUP_ID`, `INVALID_REQUEST`,
 //! `GROUP_ID_NOT_FOUND` (also a classic group with members holding the id),
 //! `UNKNOWN_MEMBER_ID`, `FENCED_MEMBER_EPOCH`, `UNRELEASED_INSTANCE_ID`,
@@ -13,8 +13,8 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use kafka_protocol::protocol::StrBytes;
 
 use crate::api::offset_commit::valid_group_id;
-use crate::coordinator::consumer_group::{self, HeartbeatError, HeartbeatRequest};
 use crate::coordinator::group::GroupCoordinator;
+use crate::coordinator::group::consumer_group::{self, HeartbeatError, HeartbeatRequest};
 
 /// Answers one ConsumerGroupHeartbeat request from (client id, client host).
 pub async fn handle(

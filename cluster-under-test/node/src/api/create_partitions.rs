@@ -5,7 +5,7 @@
 
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
-use crate::broker::TopicCreator;
+use crate::topics::TopicCreator;
 
 /// Grows each topic independently; one failure does not affect the others.
 pub async fn handle(

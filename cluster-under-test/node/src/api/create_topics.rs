@@ -5,7 +5,7 @@
 
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
-use crate::broker::TopicCreator;
+use crate::topics::TopicCreator;
 
 /// Creates each topic independently; one failure does not affect the others.
 pub async fn handle(

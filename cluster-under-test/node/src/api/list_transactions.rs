@@ -9,9 +9,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::clock::now_ms;
 use crate::coordinator::txn::TxnCoordinator;
 use crate::coordinator::txn::metadata::TxnState;
-use crate::replica::now_ms;
 
 /// Answers one ListTransactions request.
 pub fn handle(txn: &TxnCoordinator, request: &ListTransactionsRequest) -> ListTransactionsResponse {

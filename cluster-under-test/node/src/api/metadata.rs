@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::TopicCreator;
 use crate::metadata::{MetadataImage, TopicImage};
 use crate::replica::ReplicaManager;
+use crate::topics::TopicCreator;
 
 /// Kafka's "authorized operations were not requested" marker.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;

@@ -13,7 +13,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::coordinator::group::offsets::check_metadata;
-use crate::coordinator::group::txn_offsets::CommitMember;
+use crate::coordinator::group::view::CommitMember;
 use crate::coordinator::group::{CommitPartition, GroupCoordinator};
 use crate::metadata::MetadataImage;
 

@@ -31,7 +31,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use crate::api::Reply;
 use crate::canary::Canary;
 use crate::coordinator::internal_topic;
-use crate::replica::replication::AcksOutcome;
+use crate::replica::delayed_produce;
 use crate::replica::txn_verify::{self, Verification};
 use crate::replica::{Acks, Appended, Partition, ReplicaManager, TxnCheck, Verified};
 
@@ -43,7 +43,7 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
     let acks = Acks::from_wire(request.acks);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut wakeups = replicas.subscribe_appends();
+    let wakeups = replicas.subscribe_appends();
     // Phase 1: append everything; acks=all appends are parked with their partition.
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
@@ -123,42 +123,22 @@ pub async fn handle(replicas: &ReplicaManager, request: ProduceRequest, version:
         topics.push((topic.name, topic.topic_id, partitions));
     }
     // Phase 2: wait for every parked acks=all append together.
-    loop {
-        wakeups.borrow_and_update();
-        let mut waiting = false;
-        for (_, _, partitions) in &mut topics {
-            for settling in partitions.iter_mut().filter(|s| s.parked) {
-                let Ok((partition, appended)) = &settling.outcome else {
-                    continue;
-                };
-                match partition.acks_status(appended) {
-                    AcksOutcome::Waiting => waiting = true,
-                    AcksOutcome::Satisfied => settling.parked = false,
-                    AcksOutcome::NotEnoughReplicasAfterAppend => {
-                        settling.parked = false;
-                        settling.outcome = Err(ResponseError::NotEnoughReplicasAfterAppend);
-                    }
-                    AcksOutcome::NotLeader => {
-                        settling.parked = false;
-                        settling.outcome = Err(ResponseError::NotLeaderOrFollower);
-                    }
-                }
-            }
-        }
-        if !waiting {
-            break;
-        }
-        let expired = tokio::time::timeout_at(deadline, wakeups.changed())
-            .await
-            .is_err();
-        if expired {
-            for (_, _, partitions) in &mut topics {
-                for settling in partitions.iter_mut().filter(|s| s.parked) {
-                    settling.parked = false;
-                    settling.outcome = Err(ResponseError::RequestTimedOut);
-                }
-            }
-            break;
+    let parked: Vec<(&Partition, &Appended)> = topics
+        .iter()
+        .flat_map(|(_, _, partitions)| partitions)
+        .filter(|settling| settling.parked)
+        .filter_map(|settling| settling.outcome.as_ref().ok())
+        .map(|(partition, appended)| (partition.as_ref(), appended))
+        .collect();
+    let answers = delayed_produce::until_replicated(wakeups, &parked, deadline).await;
+    let mut answers = answers.into_iter();
+    for settling in topics
+        .iter_mut()
+        .flat_map(|(_, _, partitions)| partitions.iter_mut())
+        .filter(|settling| settling.parked && settling.outcome.is_ok())
+    {
+        if let Some(Err(error)) = answers.next() {
+            settling.outcome = Err(error);
         }
     }
     let mut any_error = false;
@@ -345,6 +325,6 @@ struct Settling {
     index: i32,
     /// The append, or the error to answer.
     outcome: Result<(Arc<Partition>, Appended), ResponseError>,
-    /// An acks=all append still waiting for the high watermark.
+    /// An acks=all append that waits for the high watermark.
     parked: bool,
 }

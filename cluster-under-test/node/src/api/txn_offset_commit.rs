@@ -21,7 +21,7 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::api::offset_commit::valid_group_id;
 use crate::coordinator::group::offsets::check_metadata;
-use crate::coordinator::group::txn_offsets::CommitMember;
+use crate::coordinator::group::view::CommitMember;
 use crate::coordinator::group::{CommitPartition, GroupCoordinator, TOPIC};
 use crate::metadata::MetadataImage;
 use crate::replica::txn_verify::{TxnVerifier, Verification};

@@ -29,7 +29,7 @@ use logjam_storage::{ControlType, EndTxnMarker};
 
 use crate::coordinator::group::{self, GroupCoordinator};
 use crate::coordinator::runtime::MarkerWrite;
-use crate::replica::replication::AcksOutcome;
+use crate::replica::delayed_produce;
 use crate::replica::{Appended, Partition, ReplicaManager};
 
 /// How long a marker may wait for the ISR: Kafka uses the broker's `request.timeout.ms`,
@@ -46,7 +46,7 @@ pub async fn handle(
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let deadline = tokio::time::Instant::now() + MARKER_TIMEOUT;
-    let mut wakeups = replicas.subscribe_appends();
+    let wakeups = replicas.subscribe_appends();
     let mut markers = Vec::with_capacity(request.markers.len());
     for marker in request.markers {
         let end = EndTxnMarker {
@@ -88,47 +88,22 @@ pub async fn handle(
         markers.push((marker.producer_id, topics));
     }
     // Wait for every appended marker to be covered by its partition's high watermark.
-    loop {
-        wakeups.borrow_and_update();
-        let mut waiting = false;
-        for (_, topics) in &mut markers {
-            for (_, partitions) in topics.iter_mut() {
-                for (_, outcome) in partitions.iter_mut() {
-                    let Ok(Some((partition, appended))) = outcome else {
-                        continue;
-                    };
-                    match partition.acks_status(appended) {
-                        AcksOutcome::Waiting => waiting = true,
-                        AcksOutcome::Satisfied => {}
-                        AcksOutcome::NotEnoughReplicasAfterAppend => {
-                            *outcome = Err(ResponseError::NotEnoughReplicasAfterAppend);
-                        }
-                        AcksOutcome::NotLeader => {
-                            *outcome = Err(ResponseError::NotLeaderOrFollower)
-                        }
-                    }
-                }
-            }
-        }
-        if !waiting {
-            break;
-        }
-        if tokio::time::timeout_at(deadline, wakeups.changed())
-            .await
-            .is_err()
-        {
-            for (_, topics) in &mut markers {
-                for (_, partitions) in topics.iter_mut() {
-                    for (_, outcome) in partitions.iter_mut() {
-                        if let Ok(Some((partition, appended))) = outcome
-                            && partition.acks_status(appended) == AcksOutcome::Waiting
-                        {
-                            *outcome = Err(ResponseError::RequestTimedOut);
-                        }
-                    }
-                }
-            }
-            break;
+    let appended: Vec<(&Partition, &Appended)> = markers
+        .iter()
+        .flat_map(|(_, topics)| topics.iter().flat_map(|(_, partitions)| partitions))
+        .filter_map(|(_, outcome)| outcome.as_ref().ok().and_then(Option::as_ref))
+        .map(|(partition, appended)| (partition.as_ref(), appended))
+        .collect();
+    let mut answers = delayed_produce::until_replicated(wakeups, &appended, deadline)
+        .await
+        .into_iter();
+    for (_, outcome) in markers
+        .iter_mut()
+        .flat_map(|(_, topics)| topics.iter_mut().flat_map(|(_, partitions)| partitions))
+        .filter(|(_, outcome)| matches!(outcome, Ok(Some(_))))
+    {
+        if let Some(Err(error)) = answers.next() {
+            *outcome = Err(error);
         }
     }
     let results = markers

@@ -70,7 +70,7 @@ use lifecycle::{LifecycleHooks, broker_lifecycle};
 pub use net::describe_quorum_response;
 use net::{ControllerClients, accept_loop, peer_task};
 
-use crate::network::framing::encode_response;
+use crate::network::codec::encode_response;
 
 /// How often the active controller looks for expired broker sessions.
 const SESSION_CHECK_MS: u64 = 100;

@@ -4,14 +4,20 @@
 //! topic is created only with its configured replication factor: until that many brokers are
 //! live, its coordinators answer `COORDINATOR_NOT_AVAILABLE` (a cluster of fewer brokers must
 //! set `offsets.topic.replication.factor` / `transaction.state.log.replication.factor`).
+//! Also the key's partition ([`key`]) and what a client is told when a coordinator's write
+//! fails ([`append_error`]). The coming share coordinator lives on the same shell.
+
+pub mod key;
+
+pub use key::partition_for;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::TopicCreator;
 use crate::replica::ReplicaManager;
+use crate::topics::TopicCreator;
 
 /// Where a key's coordinator is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,10 +30,16 @@ pub struct CoordinatorAddress {
     pub port: u16,
 }
 
+/// The group coordinator's topic: committed offsets and group metadata.
+pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
+
+/// The transaction coordinator's topic: transactional ids' states.
+pub const TRANSACTION_STATE: &str = "__transaction_state";
+
 /// Whether only coordinators write `topic` (Kafka's `Topic.isInternal`): clients' produces
 /// to it are refused, since a load replays every record of it.
 pub fn is_internal(topic: &str) -> bool {
-    topic == crate::coordinator::group::TOPIC || topic == crate::coordinator::txn::TOPIC
+    topic == CONSUMER_OFFSETS || topic == TRANSACTION_STATE
 }
 
 /// How an internal topic is created.
@@ -97,6 +109,32 @@ pub async fn ensure(
         tracing::warn!(code, "creating {} failed", topic.name);
     }
     Err(ResponseError::CoordinatorNotAvailable)
+}
+
+/// What a client is told when a coordinator's write to `topic` fails, as Kafka's
+/// `TransactionStateManager.appendTransactionToLog` and `CoordinatorRuntime` map it: an
+/// append that could not be replicated (too few in-sync replicas, timed out) is
+/// `COORDINATOR_NOT_AVAILABLE` (retriable: the client looks the coordinator up again), a lost
+/// leadership or storage failure `NOT_COORDINATOR`, a record too large `UNKNOWN_SERVER_ERROR`.
+/// The decisions' own errors pass through.
+pub fn append_error(topic: &str, error: ResponseError) -> ResponseError {
+    let mapped = match error {
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+            ResponseError::UnknownServerError
+        }
+        other => other,
+    };
+    if mapped != error {
+        tracing::info!(topic, ?error, answered = ?mapped, "a coordinator write failed");
+    }
+    mapped
 }
 
 /// Whether an internal topic of `replication_factor` can be created with `live` brokers.

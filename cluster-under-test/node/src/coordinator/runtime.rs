@@ -32,10 +32,11 @@ use tokio::sync::oneshot;
 
 use logjam_storage::{ControlType, EndTxnMarker};
 
+use crate::clock::now_ms;
 use crate::coordinator::shard::{
     BatchKind, CoordinatorRecord, CoordinatorShard, encode_batch, replay_batch,
 };
-use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified, now_ms};
+use crate::replica::{Acks, Appended, Partition, ReplicaManager, Verified};
 
 mod load;
 

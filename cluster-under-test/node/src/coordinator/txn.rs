@@ -24,65 +24,25 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 
-use crate::broker::TopicCreator;
+use crate::clock::now_ms;
 use crate::config::Config;
 pub use crate::coordinator::internal_topic::CoordinatorAddress;
-use crate::coordinator::internal_topic::{self, InternalTopic};
+use crate::coordinator::internal_topic::{self, InternalTopic, partition_for};
 use crate::coordinator::txn::metadata::TransactionMetadata;
 use crate::coordinator::txn::shard::{TxnShard, record_of};
 use crate::coordinator::txn::transitions::{
     EndOutcome, InitOutcome, InitRequest, Rules, TopicPartition,
 };
 use crate::coordinator::{CoordinatorRuntime, ProducerIdManager};
-use crate::replica::{ReplicaManager, now_ms};
+use crate::replica::ReplicaManager;
+use crate::topics::TopicCreator;
 
 /// The internal topic of transaction states.
-pub const TOPIC: &str = "__transaction_state";
+pub const TOPIC: &str = internal_topic::TRANSACTION_STATE;
 
 /// How long a write waits to be replicated before `REQUEST_TIMED_OUT` (Kafka's
 /// `request.timeout.ms` for coordinator appends).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Java's `String.hashCode` (over UTF-16 code units), which Kafka's `partitionFor` uses.
-pub fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
-
-/// The `__transaction_state` partition of `transactional_id` (Kafka's `Utils.abs`, which
-/// maps `i32::MIN` to 0).
-pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    let hash = java_string_hash(transactional_id);
-    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
-    abs % partitions.max(1)
-}
-
-/// What a client is told when a write of the coordinator fails, as Kafka's
-/// `TransactionStateManager.appendTransactionToLog` maps it: an append that could not be
-/// replicated (too few in-sync replicas, timed out) is `COORDINATOR_NOT_AVAILABLE`
-/// (retriable: the client looks the coordinator up again), a lost leadership or storage
-/// failure `NOT_COORDINATOR`, a record too large `UNKNOWN_SERVER_ERROR`. The decisions' own
-/// errors pass through.
-pub fn append_error(error: ResponseError) -> ResponseError {
-    let mapped = match error {
-        ResponseError::UnknownTopicOrPartition
-        | ResponseError::NotEnoughReplicas
-        | ResponseError::NotEnoughReplicasAfterAppend
-        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
-        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
-            ResponseError::NotCoordinator
-        }
-        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
-            ResponseError::UnknownServerError
-        }
-        other => other,
-    };
-    if mapped != error {
-        tracing::info!(?error, answered = ?mapped, "a transaction state write failed");
-    }
-    mapped
-}
 
 /// The node settings of the coordinator.
 #[derive(Debug, Clone, Copy)]
@@ -101,20 +61,14 @@ pub struct TxnSettings {
 impl TxnSettings {
     /// The settings of `config`.
     pub fn from_config(config: &Config) -> TxnSettings {
-        let int = |key: &str, default: i64| {
-            config
-                .raw
-                .get(key)
-                .and_then(|value| value.trim().parse::<i64>().ok())
-                .unwrap_or(default)
-        };
         TxnSettings {
-            partitions: int("transaction.state.log.num.partitions", 50) as i32,
-            replication_factor: int("transaction.state.log.replication.factor", 3)
+            partitions: config.int("transaction.state.log.num.partitions") as i32,
+            replication_factor: config
+                .int("transaction.state.log.replication.factor")
                 .clamp(1, i64::from(i16::MAX)) as i16,
-            min_isr: int("transaction.state.log.min.isr", 2) as i32,
+            min_isr: config.int("transaction.state.log.min.isr") as i32,
             rules: Rules {
-                max_timeout_ms: int("transaction.max.timeout.ms", 900_000) as i32,
+                max_timeout_ms: config.int("transaction.max.timeout.ms") as i32,
                 tv2: config.transaction_version >= 2,
                 canaries: config.canaries,
             },
@@ -262,7 +216,7 @@ impl TxnCoordinator {
                     )
                 })
                 .await
-                .map_err(append_error)?;
+                .map_err(|error| internal_topic::append_error(TOPIC, error))?;
             match reply {
                 Reply::Done(answer) => return Ok(answer),
                 Reply::Fenced => {
@@ -298,7 +252,7 @@ impl TxnCoordinator {
                 Ok((records, answer))
             })
             .await
-            .map_err(append_error)
+            .map_err(|error| internal_topic::append_error(TOPIC, error))
     }
 
     /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition).

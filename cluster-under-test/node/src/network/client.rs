@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
 
-use crate::network::framing::{encode_request, read_frame};
+use crate::network::codec::{encode_request, read_frame};
 
 /// Why a node-to-node request got no response.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -322,7 +322,7 @@ mod tests {
     use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestKind};
     use tokio::net::TcpListener;
 
-    use crate::network::framing::encode_response;
+    use crate::network::codec::encode_response;
 
     fn api_versions() -> RequestKind {
         RequestKind::ApiVersions(ApiVersionsRequest::default())

@@ -14,9 +14,9 @@ use logjam_storage::{LogConfig, LogManager, TimestampType, TopicPartition};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::metadata::{BrokerId, MetadataImage, PartitionState, TopicImage};
-use crate::replica::now_ms;
 use crate::replica::partition::{IsrChange, Partition};
 use crate::replica::txn_verify::TxnVerifier;
 use crate::topics::{CreateTopicError, TopicInfo};
@@ -96,11 +96,7 @@ impl ReplicaManager {
 
     /// `replica.lag.time.max.ms` (Kafka's default 30000).
     pub fn replica_lag_time_max_ms(&self) -> i64 {
-        self.config
-            .raw
-            .get("replica.lag.time.max.ms")
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(30_000)
+        self.config.int("replica.lag.time.max.ms")
     }
 
     /// Queues an ISR change for the replication task to send to the controller.
@@ -329,8 +325,8 @@ pub fn broker_log_config(config: &Config, topic_configs: &BTreeMap<String, Strin
         // The topic's override, else the broker's `log.message.timestamp.type`.
         message_timestamp_type: match topic_configs
             .get("message.timestamp.type")
-            .or_else(|| config.raw.get("log.message.timestamp.type"))
             .map(String::as_str)
+            .or_else(|| Some(config.string("log.message.timestamp.type")))
         {
             Some("LogAppendTime") => TimestampType::LogAppendTime,
             _ => TimestampType::CreateTime,

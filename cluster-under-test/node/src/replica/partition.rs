@@ -19,9 +19,10 @@ use logjam_storage::{EpochEndOffset, LeaderEpoch, Offset, SharedLog, TopicPartit
 use tokio::sync::watch;
 
 use crate::canary::{Canaries, Canary};
+use crate::clock::now_ms;
 use crate::metadata::{BrokerId, MetadataImage, PartitionState};
+use crate::replica::invariants;
 use crate::replica::replication::{FollowerState, diverging_epoch, follower_truncation_offset};
-use crate::replica::{invariants, now_ms};
 
 use leader::LeaderState;
 

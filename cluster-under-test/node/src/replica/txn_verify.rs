@@ -26,6 +26,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::coordinator::internal_topic::key::partition_for;
 use crate::metadata::MetadataImage;
 use crate::network::NodeClient;
 
@@ -36,21 +37,6 @@ const VERSION: i16 = 5;
 /// How long the coordinator may take to answer (Kafka's inter-broker `request.timeout.ms`
 /// is 30 s; a produce must answer well within its own timeout).
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Java's `String.hashCode` over UTF-16 code units.
-fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
-
-/// The `__transaction_state` partition of `transactional_id` (`Utils.abs` maps `i32::MIN`
-/// to 0).
-pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    let hash = java_string_hash(transactional_id);
-    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
-    abs % partitions.max(1)
-}
 
 /// The produce error for a coordinator's answer to a verification (Kafka's
 /// `ReplicaManager` and `AddPartitionsToTxnManager`): `PRODUCER_FENCED` is
@@ -274,14 +260,6 @@ fn to_error(code: i16) -> ResponseError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn coordinator_partitions_are_kafkas() {
-        // Kafka: Utils.abs("my-txn".hashCode()) % 50.
-        assert_eq!(java_string_hash("my-txn"), -1_061_187_895);
-        assert_eq!(partition_for("my-txn", 50), 45);
-        assert_eq!(partition_for("", 50), 0);
-    }
 
     #[test]
     fn coordinator_answers_become_kafkas_produce_errors() {

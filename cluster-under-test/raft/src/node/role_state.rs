@@ -54,6 +54,20 @@ pub(crate) struct ElectionState {
     pub(crate) backoff_until_ms: Option<u64>,
 }
 
+impl ElectionState {
+    /// A round that gives up at `election_deadline_ms`, `retries` rounds lost before it,
+    /// with this node's own vote granted.
+    pub(crate) fn new(election_deadline_ms: u64, retries: u32, me: NodeId) -> ElectionState {
+        ElectionState {
+            election_deadline_ms,
+            granted: BTreeSet::from([me]),
+            rejected: BTreeSet::new(),
+            retries,
+            backoff_until_ms: None,
+        }
+    }
+}
+
 /// Following the known leader of this epoch (voter or observer).
 #[derive(Debug)]
 pub(crate) struct FollowerState {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-use crate::network::framing::{decode_allowed_request, read_frame};
+use crate::network::codec::{decode_allowed_request, read_frame};
 use crate::network::{ClientError, NodeClient};
 
 /// One [`NodeClient`] per controller listener this node talks to (forwarding, registration,

@@ -2,15 +2,16 @@
 //! a group is deleted only when it has no members (its offsets and metadata tombstoned in
 //! `__consumer_offsets`, its live state dropped); an offset is deleted only for a topic the
 //! group's members are not subscribed to. Both answer once the tombstones are replicated. A
-//! KIP-848 group is deleted by tombstoning its records (`consumer.rs`).
+//! KIP-848 group is deleted by tombstoning its records (`consumer_members.rs`).
 
 use kafka_protocol::ResponseError;
 
-use crate::coordinator::group::members::write_in_turn;
+use crate::coordinator::group::TOPIC;
+use crate::coordinator::group::classic_members::write_in_turn;
 use crate::coordinator::group::shard::{GroupShard, group_record, offset_tombstone};
-use crate::coordinator::group::txn_offsets::GroupState;
+use crate::coordinator::group::view::GroupState;
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
-use crate::coordinator::txn::append_error;
+use crate::coordinator::internal_topic::append_error;
 
 /// The topics of a `ConsumerProtocolSubscription` (every version starts with its version and
 /// the topic array); `None` when the metadata is not one.
@@ -143,7 +144,7 @@ impl GroupCoordinator {
                 Ok((records, ()))
             })
             .await
-            .map_err(append_error)?;
+            .map_err(|error| append_error(TOPIC, error))?;
         Ok(errors)
     }
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::record::{GroupValue, MemberValue};
-use crate::coordinator::group::txn_offsets::{GroupState, GroupView};
+use crate::coordinator::group::view::{GroupState, GroupView};
 
 /// One classic group.
 #[derive(Debug, Clone)]
@@ -608,15 +608,11 @@ impl ClassicGroup {
     }
 }
 
-#[path = "classic_ops.rs"]
 mod ops;
 #[cfg(test)]
-#[path = "classic_tests.rs"]
 mod tests;
-#[path = "classic_types.rs"]
 mod types;
 
+pub use crate::coordinator::group::cause::Cause;
 pub use ops::{LeaveOutcome, SyncRequest};
-pub use types::{
-    Cause, Effects, JoinReply, JoinRequest, Limits, MAX_MEMBER_ID_BYTES, Member, SyncReply,
-};
+pub use types::{Effects, JoinReply, JoinRequest, Limits, MAX_MEMBER_ID_BYTES, Member, SyncReply};

@@ -6,9 +6,8 @@ use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::record::OffsetValue;
 use crate::coordinator::group::shard::GroupEntry;
-use crate::coordinator::group::txn_offsets::{
-    CommitMember, GroupState, GroupView, PendingTxnOffsets,
-};
+use crate::coordinator::group::txn_offsets::PendingTxnOffsets;
+use crate::coordinator::group::view::{CommitMember, GroupState, GroupView};
 
 /// Kafka's `offset.metadata.max.bytes` default.
 pub const MAX_METADATA_BYTES: usize = 4096;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::coordinator::consumer_group::{ConsumerGroupRecord, ConsumerGroups};
+use crate::coordinator::group::consumer_group::{ConsumerGroupRecord, ConsumerGroups};
 use crate::coordinator::group::record::{self, GroupKey, GroupValue, OffsetValue};
 use crate::coordinator::group::txn_offsets::PendingTxnOffsets;
 use crate::coordinator::shard::{CoordinatorRecord, CoordinatorShard};

@@ -7,16 +7,16 @@
 //!   (`shard.rs`) and invisible to OffsetFetch until the transaction's marker reaches the
 //!   partition: COMMIT makes them committed offsets, ABORT drops them.
 //! - [`check_member`]: KIP-447's generation and member fencing of a TxnOffsetCommit.
-//! - The group view both OffsetCommit and TxnOffsetCommit are fenced against
-//!   ([`GroupView`], [`GroupState`], [`CommitMember`]).
+//! - The group view it fences against is `view.rs`'s ([`GroupView`], [`CommitMember`]).
 //!
 //! Nothing here does I/O or reads a clock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
 use crate::coordinator::group::record::OffsetValue;
+use crate::coordinator::group::view::{CommitMember, GroupState, GroupView};
 
 /// A partition, as (topic, index).
 pub type TopicPartition = (String, i32);
@@ -99,46 +99,6 @@ impl PendingTxnOffsets {
     }
 }
 
-/// Kafka's classic group states, as far as the check needs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupState {
-    /// No members.
-    Empty,
-    /// A rebalance is collecting members.
-    PreparingRebalance,
-    /// The leader's assignment is awaited.
-    CompletingRebalance,
-    /// Assigned and running.
-    Stable,
-    /// Removed or migrated.
-    Dead,
-}
-
-/// What the check reads of a group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupView {
-    /// The state.
-    pub state: GroupState,
-    /// The current generation.
-    pub generation_id: i32,
-    /// Member ids.
-    pub members: Vec<String>,
-    /// Static members: `group.instance.id` → member id.
-    pub static_members: HashMap<String, String>,
-}
-
-/// The group fields of a TxnOffsetCommit (v3+, KIP-447; earlier versions send none:
-/// generation -1, member "", no instance id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CommitMember<'a> {
-    /// `GenerationId`.
-    pub generation_id: i32,
-    /// `MemberId`.
-    pub member_id: &'a str,
-    /// `GroupInstanceId`.
-    pub group_instance_id: Option<&'a str>,
-}
-
 /// KIP-447's check of a TxnOffsetCommit against its group (Kafka's `doTxnCommitOffsets` and
 /// `validateOffsetCommit` for a transactional commit): a dead group is
 /// `COORDINATOR_NOT_AVAILABLE`; a commit carrying no group metadata (generation < 0, empty
@@ -185,6 +145,7 @@ pub fn check_member(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn value(offset: i64) -> OffsetValue {
         OffsetValue {

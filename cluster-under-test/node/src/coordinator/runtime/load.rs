@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::{Active, Pending};
+use crate::clock::now_ms;
 use crate::coordinator::shard::{CoordinatorShard, decode_batches, replay_batch};
-use crate::replica::{Partition, now_ms};
+use crate::replica::Partition;
 
 /// How many bytes one read of a load asks the log for.
 const LOAD_READ_BYTES: usize = 1 << 20;

@@ -27,10 +27,11 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 
 use crate::canary::Canary;
+use crate::clock::now_ms;
 use crate::coordinator::txn::transitions::{self, MarkerWork, TopicPartition};
 use crate::coordinator::txn::{TOPIC, TxnCoordinator};
 use crate::network::NodeClient;
-use crate::replica::{ReplicaManager, now_ms};
+use crate::replica::ReplicaManager;
 
 /// How often loaded partitions are scanned for prepared and expired transactions (Kafka's
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s; prepared ones are

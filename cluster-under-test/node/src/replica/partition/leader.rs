@@ -10,12 +10,13 @@ use kafka_protocol::ResponseError;
 use logjam_storage::{LeaderEpoch, Offset};
 
 use crate::canary::Canary;
+use crate::clock::now_ms;
 use crate::metadata::{BrokerId, PartitionState};
+use crate::replica::invariants;
 use crate::replica::replication::{
     AcksOutcome, FollowerState, ReplicaPosition, acks_outcome, next_high_watermark,
     out_of_sync_replicas, should_expand_isr,
 };
-use crate::replica::{invariants, now_ms};
 use logjam_storage::{ProducerBatch, Verdict};
 
 use super::txn::{Verified, guard_holds, open_epoch, txn_refusal};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 use logjam_storage::{EndTxnMarker, LeaderEpoch, ProducerId, VerificationGuard};
 
-use crate::replica::now_ms;
+use crate::clock::now_ms;
 
 use super::{Acks, Appended, Partition};
 

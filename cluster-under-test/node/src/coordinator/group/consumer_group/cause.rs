@@ -1,7 +1,10 @@
 //! Why a KIP-848 group rebalanced, in the seed's terms, so the shell can log each rebalance
 //! with the clock or the act behind it. A cause is attached to the outcome that bumps the
 //! group epoch (or, for a static member's replacement, that swaps its member id without a
-//! bump, as Kafka does) and kept on the group as its last cause.
+//! bump, as Kafka does) and kept on the group as its last cause. Its kind is one of the
+//! group coordinator's [`Cause`]s, the vocabulary shared with the classic protocol.
+
+use crate::coordinator::group::cause::Cause;
 
 /// The cause of a rebalance (or of a membership event Kafka does not rebalance for).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,16 +51,21 @@ pub enum RebalanceCause {
 }
 
 impl RebalanceCause {
-    /// The cause's name in the seed's terms.
-    pub fn name(&self) -> &'static str {
+    /// Which [`Cause`] it is (the shared vocabulary of both protocols).
+    pub fn cause(&self) -> Cause {
         match self {
-            RebalanceCause::Join { .. } => "join",
-            RebalanceCause::Leave { .. } => "leave",
-            RebalanceCause::SessionTimeout { .. } => "session-timeout",
-            RebalanceCause::PollTimeout { .. } => "poll-timeout",
-            RebalanceCause::StaticMemberReplaced { .. } => "static-member-replaced",
-            RebalanceCause::MetadataChange { .. } => "metadata-change",
+            RebalanceCause::Join { .. } => Cause::Join,
+            RebalanceCause::Leave { .. } => Cause::Leave,
+            RebalanceCause::SessionTimeout { .. } => Cause::SessionTimeout,
+            RebalanceCause::PollTimeout { .. } => Cause::PollTimeout,
+            RebalanceCause::StaticMemberReplaced { .. } => Cause::StaticMemberReplaced,
+            RebalanceCause::MetadataChange { .. } => Cause::MetadataChange,
         }
+    }
+
+    /// The cause's name in the seed's terms ([`Cause::name`]).
+    pub fn name(&self) -> &'static str {
+        self.cause().name()
     }
 
     /// Whether Kafka bumps the group epoch for it.

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 
+use super::Config;
 use super::assignor::{self, MemberSpec};
-use super::config::Config;
-use super::heartbeat::{HeartbeatError, TopicsImage, fail};
+use super::decision::{HeartbeatError, TopicsImage, fail};
 use super::record::{ConsumerGroupRecord, TopicMetadata};
 use super::state::{ConsumerGroup, ConsumerGroups};
 

@@ -3,8 +3,8 @@
 
 use kafka_protocol::ResponseError;
 
-use super::config::Config;
-use super::heartbeat::{HeartbeatError, HeartbeatRequest, fail};
+use super::Config;
+use super::decision::{HeartbeatError, HeartbeatRequest, fail};
 use super::record::Assignment;
 use super::state::{LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Member};
 

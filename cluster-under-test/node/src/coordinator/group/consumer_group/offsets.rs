@@ -82,7 +82,7 @@ impl ConsumerGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::consumer_group::state::Member;
+    use crate::coordinator::group::consumer_group::state::Member;
 
     fn group() -> ConsumerGroup {
         let mut group = ConsumerGroup::new("g");

@@ -415,5 +415,4 @@ fn read_current(reader: &mut Reader<'_>) -> Result<CurrentAssignment, String> {
 }
 
 #[cfg(test)]
-#[path = "record_tests.rs"]
 mod tests;

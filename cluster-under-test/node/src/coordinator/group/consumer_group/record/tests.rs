@@ -296,7 +296,7 @@ fn member_states_keep_their_codes() {
 /// and a classic join of an empty consumer group write).
 #[test]
 fn an_empty_groups_tombstones_delete_it() {
-    let mut groups = crate::coordinator::consumer_group::ConsumerGroups::default();
+    let mut groups = crate::coordinator::group::consumer_group::ConsumerGroups::default();
     let written = [
         ConsumerGroupRecord::GroupEpoch {
             group_id: "g".into(),

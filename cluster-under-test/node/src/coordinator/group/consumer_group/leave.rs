@@ -4,9 +4,9 @@
 
 use kafka_protocol::ResponseError;
 
+use super::Config;
 use super::cause::RebalanceCause;
-use super::config::Config;
-use super::heartbeat::{
+use super::decision::{
     HeartbeatError, HeartbeatRequest, HeartbeatResponse, Outcome, TopicsImage, fail,
 };
 use super::record::{Assignment, ConsumerGroupRecord};
@@ -156,5 +156,4 @@ pub fn expire(
 }
 
 #[cfg(test)]
-#[path = "leave_tests.rs"]
 mod tests;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
 use super::{Cause, ClassicGroup, Effects};
-use crate::coordinator::group::txn_offsets::GroupState;
+use crate::coordinator::group::view::GroupState;
 
 /// What a SyncGroup carries.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //!
 //! Everything here is synchronous and deterministic; clocks come in as `now_ms`. The shell
 //! (the group coordinator shard and its runtime, which own `__consumer_offsets`; wired in
-//! `group/consumer.rs`, `group/shard.rs` and `api/consumer_group_*.rs`) wires it:
+//! `group/consumer_members.rs`, `group/shard.rs` and `api/consumer_group_*.rs`) wires it:
 //!
 //! # Records and replay
 //! - A group's records go to the same `__consumer_offsets` partition as its offsets and its
@@ -72,7 +72,7 @@
 
 pub mod assignor;
 pub mod cause;
-pub mod config;
+pub mod decision;
 pub mod heartbeat;
 pub mod leave;
 mod offsets;
@@ -84,11 +84,10 @@ pub mod timers;
 mod validate;
 mod wire;
 
+pub use crate::config::group_consumer::Config;
 pub use cause::RebalanceCause;
-pub use config::Config;
-pub use heartbeat::{
-    HeartbeatError, HeartbeatRequest, HeartbeatResponse, Outcome, TopicsImage, heartbeat,
-};
+pub use decision::{HeartbeatError, HeartbeatRequest, HeartbeatResponse, Outcome, TopicsImage};
+pub use heartbeat::heartbeat;
 pub use leave::expire;
 pub use record::{
     Assignment, ConsumerGroupRecord, CurrentAssignment, MemberState, MemberSubscription,

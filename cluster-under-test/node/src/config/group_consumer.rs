@@ -1,8 +1,20 @@
-//! The broker settings of the new protocol (`GroupCoordinatorConfig`): session timeout and
-//! heartbeat interval with their bounds, the server-side assignors (the first is the
-//! default), and the group size cap; a bad setting is an error naming its key.
+//! The broker settings of the new consumer protocol (`group.consumer.*`, Kafka's
+//! `GroupCoordinatorConfig`): session timeout and heartbeat interval with their bounds, the
+//! server-side assignors (the first is the default), and the group size cap; a bad setting
+//! is an error naming its key. Read here, with the rest of the configuration; the KIP-848
+//! core (`coordinator/group/consumer_group`) decides with it.
 
-use super::assignor;
+use std::collections::BTreeMap;
+
+/// The `uniform` assignor's name.
+pub const UNIFORM: &str = "uniform";
+/// The `range` assignor's name.
+pub const RANGE: &str = "range";
+
+/// Whether `name` is a server-side assignor this node has.
+pub fn is_known_assignor(name: &str) -> bool {
+    name == UNIFORM || name == RANGE
+}
 
 /// The settings a heartbeat decision reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,13 +46,62 @@ impl Default for Config {
             heartbeat_interval_ms: 5_000,
             min_heartbeat_interval_ms: 5_000,
             max_heartbeat_interval_ms: 15_000,
-            assignors: vec![assignor::UNIFORM.to_string(), assignor::RANGE.to_string()],
+            assignors: vec![UNIFORM.to_string(), RANGE.to_string()],
             max_size: i32::MAX as usize,
         }
     }
 }
 
 impl Config {
+    /// The settings in `raw`, as the node's configuration holds them.
+    pub fn from_raw(raw: &BTreeMap<String, String>) -> Config {
+        let defaults = Config::default();
+        let int = |key: &str, default: i32| {
+            raw.get(key)
+                .and_then(|value| value.trim().parse::<i32>().ok())
+                .unwrap_or(default)
+        };
+        Config {
+            session_timeout_ms: int(
+                "group.consumer.session.timeout.ms",
+                defaults.session_timeout_ms,
+            ),
+            min_session_timeout_ms: int(
+                "group.consumer.min.session.timeout.ms",
+                defaults.min_session_timeout_ms,
+            ),
+            max_session_timeout_ms: int(
+                "group.consumer.max.session.timeout.ms",
+                defaults.max_session_timeout_ms,
+            ),
+            heartbeat_interval_ms: int(
+                "group.consumer.heartbeat.interval.ms",
+                defaults.heartbeat_interval_ms,
+            ),
+            min_heartbeat_interval_ms: int(
+                "group.consumer.min.heartbeat.interval.ms",
+                defaults.min_heartbeat_interval_ms,
+            ),
+            max_heartbeat_interval_ms: int(
+                "group.consumer.max.heartbeat.interval.ms",
+                defaults.max_heartbeat_interval_ms,
+            ),
+            assignors: raw
+                .get("group.consumer.assignors")
+                .map(|list| {
+                    list.split(',')
+                        .map(|name| name.trim().to_owned())
+                        .filter(|name| !name.is_empty())
+                        .collect()
+                })
+                .unwrap_or(defaults.assignors),
+            max_size: raw
+                .get("group.consumer.max.size")
+                .and_then(|value| value.trim().parse::<usize>().ok())
+                .unwrap_or(defaults.max_size),
+        }
+    }
+
     /// Checks the settings as Kafka does at startup.
     ///
     /// # Errors
@@ -77,7 +138,7 @@ impl Config {
         if self.assignors.is_empty() {
             return Err("group.consumer.assignors is empty".to_string());
         }
-        if let Some(unknown) = self.assignors.iter().find(|name| !assignor::is_known(name)) {
+        if let Some(unknown) = self.assignors.iter().find(|name| !is_known_assignor(name)) {
             return Err(format!(
                 "group.consumer.assignors names unknown assignor {unknown:?}"
             ));

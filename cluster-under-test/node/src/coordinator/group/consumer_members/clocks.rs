@@ -14,13 +14,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::coordinator::consumer_group::{
+use crate::clock::now_ms;
+use crate::coordinator::group::cause::Cause;
+use crate::coordinator::group::consumer_group::{
     self, ConsumerGroupRecord, ConsumerGroups, Expiry, RebalanceCause, Timers,
 };
-use crate::coordinator::group::consumer::written_epoch;
+use crate::coordinator::group::consumer_members::written_epoch;
 use crate::coordinator::group::shard::GroupShard;
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
-use crate::replica::now_ms;
 
 /// How often the clocks are checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -81,10 +82,10 @@ impl GroupCoordinator {
         timers.on_loaded(groups, now_ms(), self.settings.consumer.session_timeout_ms);
         let mut causes = HashMap::new();
         for group in groups.groups.values().filter(|g| !g.members.is_empty()) {
-            tracing::info!(group = %group.group_id, cause = %"coordinator-moved",
+            tracing::info!(group = %group.group_id, cause = %Cause::CoordinatorMoved.name(),
                 epoch = group.group_epoch, leader_epoch = epoch,
                 "consumer group loaded by a new coordinator");
-            causes.insert(group.group_id.clone(), "coordinator-moved");
+            causes.insert(group.group_id.clone(), Cause::CoordinatorMoved.name());
         }
         PartitionClocks {
             epoch,

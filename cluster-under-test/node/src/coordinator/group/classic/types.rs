@@ -1,63 +1,11 @@
-//! The data of the classic group's decisions (`classic.rs`): a rebalance's [`Cause`], the
-//! group [`Limits`], a [`Member`], JoinGroup's request and reply, and the [`Effects`] a call
+//! The data of the classic group's decisions (`classic.rs`): the group [`Limits`], a [`Member`], JoinGroup's request and reply, and the [`Effects`] a call
 //! releases. Pure.
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
+use crate::coordinator::group::cause::Cause;
 use crate::coordinator::group::record::GroupValue;
-
-/// Why a rebalance started, in the seed's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// A member's session (heartbeat) clock expired.
-    SessionTimeout,
-    /// A member left because its `max.poll.interval.ms` expired (its LeaveGroup reason).
-    PollTimeout,
-    /// A member joined.
-    Join,
-    /// A member left on purpose.
-    Leave,
-    /// A static member rejoined under a new member id with other protocols.
-    StaticMemberReplaced,
-    /// A member's subscription (protocol metadata) changed, or the leader rejoined.
-    MetadataChange,
-    /// The group was loaded by a new coordinator since its last rebalance.
-    CoordinatorMoved,
-    /// The record of a generation's assignment could not be written (Kafka's
-    /// `resetAndPropagateAssignmentError`): its members got the write's error.
-    WriteFailed,
-}
-
-impl Cause {
-    /// The name used in logs and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cause::SessionTimeout => "session-timeout",
-            Cause::PollTimeout => "poll-timeout",
-            Cause::Join => "join",
-            Cause::Leave => "leave",
-            Cause::StaticMemberReplaced => "static-member-replaced",
-            Cause::MetadataChange => "metadata-change",
-            Cause::CoordinatorMoved => "coordinator-moved",
-            Cause::WriteFailed => "write-failed",
-        }
-    }
-
-    /// The cause a LeaveGroup `reason` names: the Java client's and librdkafka's poll-timeout
-    /// reasons are `poll-timeout`, anything else a plain leave.
-    pub fn of_leave_reason(reason: Option<&str>) -> Cause {
-        let reason = reason.unwrap_or_default().to_ascii_lowercase();
-        if reason.contains("poll timeout")
-            || reason.contains("max.poll.interval")
-            || reason.contains("maximum poll interval")
-        {
-            Cause::PollTimeout
-        } else {
-            Cause::Leave
-        }
-    }
-}
 
 /// The group settings the decisions need.
 #[derive(Debug, Clone, Copy)]

@@ -13,10 +13,10 @@ use uuid::Uuid;
 
 use super::record::Assignment;
 
-/// The `uniform` assignor's name (Kafka's default, first in `group.consumer.assignors`).
-pub const UNIFORM: &str = "uniform";
 /// The `range` assignor's name.
-pub const RANGE: &str = "range";
+pub use crate::config::group_consumer::RANGE;
+/// The `uniform` assignor's name (Kafka's default, first in `group.consumer.assignors`).
+pub use crate::config::group_consumer::UNIFORM;
 
 /// What an assignor knows of one member.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -48,7 +48,7 @@ pub fn assign(
 
 /// Whether `name` names an assignor this module has.
 pub fn is_known(name: &str) -> bool {
-    name == UNIFORM || name == RANGE
+    crate::config::group_consumer::is_known_assignor(name)
 }
 
 type Partition = (Uuid, i32);
@@ -276,5 +276,4 @@ fn range(
 }
 
 #[cfg(test)]
-#[path = "assignor_tests.rs"]
 mod tests;

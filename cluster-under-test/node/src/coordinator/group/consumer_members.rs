@@ -1,21 +1,24 @@
 //! The tokio side of KIP-848 consumer groups (part of [`GroupCoordinator`]): a
-//! `ConsumerGroupHeartbeat` decided by the pure core ([`consumer_group::heartbeat`]) on the
+//! `ConsumerGroupHeartbeat` decided by the pure core ([`consumer_group::heartbeat()`]) on the
 //! partition's latest state, its records appended as one batch through the runtime and
 //! answered once replicated (the members' clocks change with the decision: see
-//! [`super::clocks`]); describing, listing and deleting consumer groups.
+//! [`clocks`]); describing, listing and deleting consumer groups.
+
+pub mod clocks;
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
-use crate::coordinator::consumer_group::{
+use crate::clock::now_ms;
+use crate::coordinator::group::TOPIC;
+use crate::coordinator::group::consumer_group::{
     self, ConsumerGroup, ConsumerGroupRecord, HeartbeatError, HeartbeatRequest, HeartbeatResponse,
     TopicMetadata, TopicsImage,
 };
 use crate::coordinator::group::shard::{GroupShard, group_record};
 use crate::coordinator::group::{GroupCoordinator, WRITE_TIMEOUT};
-use crate::coordinator::txn::append_error;
-use crate::replica::now_ms;
+use crate::coordinator::internal_topic::append_error;
 
 /// A consumer group as ConsumerGroupDescribe shows it.
 #[derive(Debug, Clone)]
@@ -118,7 +121,7 @@ impl GroupCoordinator {
                 }
             })
             .await
-            .map_err(|e| error(append_error(e)))?;
+            .map_err(|e| error(append_error(TOPIC, e)))?;
         let (outcome, group_epoch) = decided?;
         if let Some(cause) = &outcome.cause {
             self.note_cause(index, epoch, &group_id, cause, group_epoch);
@@ -230,7 +233,7 @@ impl GroupCoordinator {
                 Ok((records, ()))
             })
             .await
-            .map_err(append_error)?;
+            .map_err(|error| append_error(TOPIC, error))?;
         tracing::info!(group = group_id, "consumer group deleted");
         Ok(())
     }
@@ -269,7 +272,7 @@ impl GroupCoordinator {
                 Ok((records, true))
             })
             .await
-            .map_err(append_error)?;
+            .map_err(|error| append_error(TOPIC, error))?;
         if deleted {
             tracing::info!(
                 group = group_id,

@@ -13,16 +13,17 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 use tokio::sync::{oneshot, watch};
 
+use crate::clock::now_ms;
 use crate::coordinator::CoordinatorRuntime;
 use crate::coordinator::group::GroupCoordinator;
+use crate::coordinator::group::TOPIC;
 use crate::coordinator::group::classic::{
-    ClassicGroup, Effects, JoinReply, JoinRequest, LeaveOutcome, SyncReply, SyncRequest,
+    Cause, ClassicGroup, Effects, JoinReply, JoinRequest, LeaveOutcome, SyncReply, SyncRequest,
 };
 use crate::coordinator::group::shard::{GroupShard, group_record};
-use crate::coordinator::group::txn_offsets::{GroupState, GroupView};
+use crate::coordinator::group::view::{GroupState, GroupView};
+use crate::coordinator::internal_topic::append_error;
 use crate::coordinator::shard::CoordinatorRecord;
-use crate::coordinator::txn::append_error;
-use crate::replica::now_ms;
 
 /// How often the clocks are checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -87,7 +88,7 @@ pub(crate) async fn write_in_turn(
                 Ok((records(shard), ()))
             })
             .await
-            .map_err(append_error)
+            .map_err(|error| append_error(TOPIC, error))
     })
     .await
 }
@@ -162,7 +163,7 @@ impl GroupCoordinator {
                         // a restart): the cause of whatever rebalance comes next.
                         tracing::info!(
                             group = group_id,
-                            cause = "coordinator-moved",
+                            cause = Cause::CoordinatorMoved.name(),
                             generation = group.generation,
                             leader_epoch = epoch,
                             "group loaded by a new coordinator"
@@ -455,8 +456,8 @@ pub struct Described {
 }
 
 /// Kafka's name of a group state.
-pub fn state_name(state: crate::coordinator::group::txn_offsets::GroupState) -> &'static str {
-    use crate::coordinator::group::txn_offsets::GroupState as S;
+pub fn state_name(state: crate::coordinator::group::view::GroupState) -> &'static str {
+    use crate::coordinator::group::view::GroupState as S;
     match state {
         S::Empty => "Empty",
         S::PreparingRebalance => "PreparingRebalance",
@@ -488,8 +489,8 @@ impl GroupCoordinator {
         }
         self.with_group(group_id, |live, _| {
             let group = &live.group;
-            let with_data = group.state
-                != crate::coordinator::group::txn_offsets::GroupState::PreparingRebalance;
+            let with_data =
+                group.state != crate::coordinator::group::view::GroupState::PreparingRebalance;
             Some(Described {
                 state: state_name(group.state),
                 protocol_type: group.protocol_type.clone().unwrap_or_default(),

@@ -7,7 +7,7 @@ use kafka_protocol::ResponseError;
 use proptest::prelude::*;
 
 use super::super::RebalanceCause;
-use super::super::heartbeat::HeartbeatRequest;
+use super::super::decision::HeartbeatRequest;
 use super::super::heartbeat::tests::{Shell, beat, err, image, join, parts};
 use super::super::record::{Assignment, ConsumerGroupRecord};
 use super::super::state::{ConsumerGroups, GroupState};

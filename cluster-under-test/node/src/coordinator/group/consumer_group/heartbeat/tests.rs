@@ -4,8 +4,9 @@
 use uuid::Uuid;
 
 use super::*;
-use crate::coordinator::consumer_group::state::{ConsumerGroup, GroupState};
-use crate::coordinator::consumer_group::timers::Timers;
+use crate::coordinator::group::consumer_group::record::{Assignment, TopicMetadata};
+use crate::coordinator::group::consumer_group::state::{ConsumerGroup, GroupState};
+use crate::coordinator::group::consumer_group::timers::Timers;
 
 pub(crate) fn tid(name: &str) -> Uuid {
     Uuid::from_bytes([name.as_bytes()[0]; 16])
