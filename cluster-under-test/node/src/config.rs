@@ -224,152 +224,32 @@ impl Config {
         raw: BTreeMap<String, String>,
         set: &BTreeMap<String, (usize, String)>,
     ) -> Result<Config, ConfigError> {
-        let line_of = |key: &str| set.get(key).map_or(0, |(line, _)| *line);
-        let int = |key: &str| -> i64 { raw[key].trim().parse().expect("validated") };
-        let invalid = |key: &str, reason: &'static str| ConfigError::InvalidValue {
-            line: line_of(key),
-            key: key.to_owned(),
-            value: raw.get(key).cloned().unwrap_or_default(),
-            reason,
-        };
-        if let Err(reason) = group_consumer::Config::from_raw(&raw).validate() {
-            let key = reason
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            return Err(ConfigError::InvalidValue {
-                line: line_of(&key),
-                value: raw.get(&key).cloned().unwrap_or_default(),
-                key,
-                reason: "refused by the new consumer protocol's checks (bounds set by the other group.consumer.* keys, known assignors)",
-            });
-        }
-        let process_roles = list(&raw["process.roles"]);
-        if process_roles.is_empty()
-            || process_roles
-                .iter()
-                .any(|role| role != "broker" && role != "controller")
-        {
-            return Err(invalid(
-                "process.roles",
-                "expected `broker`, `controller` or both",
-            ));
-        }
-        let listeners = list(&raw["listeners"]);
-        if listeners.is_empty() {
-            return Err(invalid("listeners", "no listener given"));
-        }
-        let controller_names = raw
-            .get("controller.listener.names")
-            .map_or_else(|| vec!["CONTROLLER".to_owned()], |names| list(names));
-        let is_controller_listener = |listener: &str| {
-            listener
-                .split_once("://")
-                .is_some_and(|(name, _)| controller_names.iter().any(|n| n == name))
-        };
-        let bind = |listener: &str| -> Result<(String, u16, SocketAddr), ConfigError> {
-            let (host, port) = parse_listener(listener)
-                .ok_or_else(|| invalid("listeners", "expected NAME://host:port"))?;
-            let bind_host = if host.is_empty() {
-                "0.0.0.0"
-            } else {
-                host.as_str()
-            };
-            let address: SocketAddr = format!("{bind_host}:{port}")
-                .parse()
-                .map_err(|_| invalid("listeners", "the host must be an IP address"))?;
-            Ok((host, port, address))
-        };
-        let controller_listen_address = listeners
-            .iter()
-            .find(|l| is_controller_listener(l))
-            .map(|l| bind(l).map(|(_, _, address)| address))
-            .transpose()?;
-        let client = listeners
-            .iter()
-            .find(|l| !is_controller_listener(l))
-            .unwrap_or(&listeners[0]);
-        let (host, port, listen_address) = bind(client)?;
-        let mut voters = BTreeMap::new();
-        if let Some(value) = raw.get("controller.quorum.voters") {
-            for voter in list(value) {
-                let parsed = voter.split_once('@').and_then(|(id, address)| {
-                    let id: i32 = id.trim().parse().ok()?;
-                    let address = std::net::ToSocketAddrs::to_socket_addrs(address.trim())
-                        .ok()?
-                        .next()?;
-                    Some((id, address))
-                });
-                let (id, address) = parsed.ok_or_else(|| {
-                    invalid("controller.quorum.voters", "expected id@host:port,...")
-                })?;
-                voters.insert(id, address);
-            }
-        }
-        let node_id = int("node.id") as i32;
+        let keys = Keys { raw: &raw, set };
+        let int = |key: &str| keys.int(key);
+        let invalid = |key: &str, reason: &'static str| keys.invalid(key, reason);
+        check_consumer_protocol(&keys)?;
+        let process_roles = roles(&keys)?;
         let is_controller = process_roles.iter().any(|role| role == "controller");
-        if voters.is_empty() && !is_controller {
-            return Err(invalid(
-                "controller.quorum.voters",
-                "a broker-only node needs the controller voters",
-            ));
-        }
-        if is_controller && !voters.is_empty() && !voters.contains_key(&node_id) {
-            return Err(invalid(
-                "controller.quorum.voters",
-                "a controller must be one of the voters",
-            ));
-        }
-        if is_controller && voters.len() > 1 && controller_listen_address.is_none() {
-            return Err(invalid(
-                "listeners",
-                "a controller of a multi-voter quorum needs a controller listener",
-            ));
-        }
-        let (advertised_host, advertised_port) = match raw.get("advertised.listeners") {
-            Some(value) => {
-                let first = list(value).into_iter().next().unwrap_or_default();
-                parse_listener(&first)
-                    .ok_or_else(|| invalid("advertised.listeners", "expected NAME://host:port"))?
-            }
-            None if host.is_empty() || host == "0.0.0.0" => ("localhost".to_owned(), port),
-            None => (host.clone(), port),
-        };
-        let log_dirs: Vec<PathBuf> = match raw.get("log.dirs") {
-            Some(value) => list(value).into_iter().map(PathBuf::from).collect(),
-            None => vec![PathBuf::from(&raw["log.dir"])],
-        };
-        if log_dirs.is_empty() {
-            return Err(invalid("log.dirs", "no directory given"));
-        }
-        let log_flush_interval_ms = raw
-            .get("log.flush.interval.ms")
-            .map(|value| value.trim().parse::<i64>().expect("validated"))
-            .filter(|ms| *ms != i64::MAX)
-            .map(|ms| u64::try_from(ms).map_err(|_| invalid("log.flush.interval.ms", "negative")))
-            .transpose()?;
-        if !matches!(
-            raw["log.message.timestamp.type"].as_str(),
-            "CreateTime" | "LogAppendTime"
-        ) {
-            return Err(invalid(
-                "log.message.timestamp.type",
-                "expected `CreateTime` or `LogAppendTime`",
-            ));
-        }
+        let Listeners {
+            listen_address,
+            controller_listen_address,
+            host,
+            port,
+        } = listeners(&keys)?;
+        let node_id = int("node.id") as i32;
+        let voters = voters(
+            &keys,
+            node_id,
+            is_controller,
+            controller_listen_address.is_some(),
+        )?;
+        let (advertised_host, advertised_port) = advertised(&keys, host, port)?;
+        let (log_dirs, log_flush_interval_ms) = logs(&keys)?;
         let replication_factor = int("default.replication.factor");
         let metadata_log_dir = raw
             .get("metadata.log.dir")
             .map_or_else(|| log_dirs[0].clone(), PathBuf::from);
-        let canaries: Canaries = raw[CANARIES_KEY]
-            .parse()
-            .map_err(|unknown: UnknownCanary| ConfigError::UnknownCanary {
-                line: line_of(CANARIES_KEY),
-                key: CANARIES_KEY,
-                name: unknown.name,
-                known: Canary::known_names(),
-            })?;
+        let canaries = canaries(&keys)?;
         Ok(Config {
             node_id,
             process_roles,
@@ -499,6 +379,224 @@ fn parse_line(line: usize, text: &str) -> Result<Option<(String, String)>, Confi
         key.to_owned(),
         trimmed[split + 1..].trim().to_owned(),
     )))
+}
+
+/// The resolved keys while they are read, with where each set one came from (for errors).
+struct Keys<'a> {
+    raw: &'a BTreeMap<String, String>,
+    set: &'a BTreeMap<String, (usize, String)>,
+}
+
+impl Keys<'_> {
+    /// The line that set `key` (0: a default or an override).
+    fn line_of(&self, key: &str) -> usize {
+        self.set.get(key).map_or(0, |(line, _)| *line)
+    }
+
+    /// An integer key the table validated.
+    fn int(&self, key: &str) -> i64 {
+        self.raw[key].trim().parse().expect("validated")
+    }
+
+    /// `key`'s value refused for `reason`, naming its line.
+    fn invalid(&self, key: &str, reason: &'static str) -> ConfigError {
+        ConfigError::InvalidValue {
+            line: self.line_of(key),
+            key: key.to_owned(),
+            value: self.raw.get(key).cloned().unwrap_or_default(),
+            reason,
+        }
+    }
+}
+
+/// The `group.consumer.*` keys together, as the new consumer protocol checks them; the error
+/// names the key its message starts with.
+fn check_consumer_protocol(keys: &Keys<'_>) -> Result<(), ConfigError> {
+    let Err(reason) = group_consumer::Config::from_raw(keys.raw).validate() else {
+        return Ok(());
+    };
+    let key = reason
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    Err(ConfigError::InvalidValue {
+        line: keys.line_of(&key),
+        value: keys.raw.get(&key).cloned().unwrap_or_default(),
+        key,
+        reason: "refused by the new consumer protocol's checks (bounds set by the other group.consumer.* keys, known assignors)",
+    })
+}
+
+/// `process.roles`: `broker`, `controller` or both.
+fn roles(keys: &Keys<'_>) -> Result<Vec<String>, ConfigError> {
+    let process_roles = list(&keys.raw["process.roles"]);
+    if process_roles.is_empty()
+        || process_roles
+            .iter()
+            .any(|role| role != "broker" && role != "controller")
+    {
+        return Err(keys.invalid("process.roles", "expected `broker`, `controller` or both"));
+    }
+    Ok(process_roles)
+}
+
+/// Where the node listens: the client listener (the first that is not a controller
+/// listener, else the first) and the controller listener, if any.
+struct Listeners {
+    listen_address: SocketAddr,
+    controller_listen_address: Option<SocketAddr>,
+    host: String,
+    port: u16,
+}
+
+/// `listeners`, split by `controller.listener.names`.
+fn listeners(keys: &Keys<'_>) -> Result<Listeners, ConfigError> {
+    let invalid = |key: &str, reason: &'static str| keys.invalid(key, reason);
+    let listeners = list(&keys.raw["listeners"]);
+    if listeners.is_empty() {
+        return Err(invalid("listeners", "no listener given"));
+    }
+    let controller_names = keys
+        .raw
+        .get("controller.listener.names")
+        .map_or_else(|| vec!["CONTROLLER".to_owned()], |names| list(names));
+    let is_controller_listener = |listener: &str| {
+        listener
+            .split_once("://")
+            .is_some_and(|(name, _)| controller_names.iter().any(|n| n == name))
+    };
+    let bind = |listener: &str| -> Result<(String, u16, SocketAddr), ConfigError> {
+        let (host, port) = parse_listener(listener)
+            .ok_or_else(|| invalid("listeners", "expected NAME://host:port"))?;
+        let bind_host = if host.is_empty() {
+            "0.0.0.0"
+        } else {
+            host.as_str()
+        };
+        let address: SocketAddr = format!("{bind_host}:{port}")
+            .parse()
+            .map_err(|_| invalid("listeners", "the host must be an IP address"))?;
+        Ok((host, port, address))
+    };
+    let controller_listen_address = listeners
+        .iter()
+        .find(|l| is_controller_listener(l))
+        .map(|l| bind(l).map(|(_, _, address)| address))
+        .transpose()?;
+    let client = listeners
+        .iter()
+        .find(|l| !is_controller_listener(l))
+        .unwrap_or(&listeners[0]);
+    let (host, port, listen_address) = bind(client)?;
+    Ok(Listeners {
+        listen_address,
+        controller_listen_address,
+        host,
+        port,
+    })
+}
+
+/// `controller.quorum.voters` (`id@host:port,...`), checked against this node's roles: a
+/// broker-only node needs them, a controller must be one of them, and a controller of a
+/// multi-voter quorum needs a controller listener.
+fn voters(
+    keys: &Keys<'_>,
+    node_id: i32,
+    is_controller: bool,
+    has_controller_listener: bool,
+) -> Result<BTreeMap<i32, SocketAddr>, ConfigError> {
+    let invalid = |key: &str, reason: &'static str| keys.invalid(key, reason);
+    let mut voters = BTreeMap::new();
+    if let Some(value) = keys.raw.get("controller.quorum.voters") {
+        for voter in list(value) {
+            let parsed = voter.split_once('@').and_then(|(id, address)| {
+                let id: i32 = id.trim().parse().ok()?;
+                let address = std::net::ToSocketAddrs::to_socket_addrs(address.trim())
+                    .ok()?
+                    .next()?;
+                Some((id, address))
+            });
+            let (id, address) = parsed
+                .ok_or_else(|| invalid("controller.quorum.voters", "expected id@host:port,..."))?;
+            voters.insert(id, address);
+        }
+    }
+    if voters.is_empty() && !is_controller {
+        return Err(invalid(
+            "controller.quorum.voters",
+            "a broker-only node needs the controller voters",
+        ));
+    }
+    if is_controller && !voters.is_empty() && !voters.contains_key(&node_id) {
+        return Err(invalid(
+            "controller.quorum.voters",
+            "a controller must be one of the voters",
+        ));
+    }
+    if is_controller && voters.len() > 1 && !has_controller_listener {
+        return Err(invalid(
+            "listeners",
+            "a controller of a multi-voter quorum needs a controller listener",
+        ));
+    }
+    Ok(voters)
+}
+
+/// The address clients are told: the first `advertised.listeners` entry, else the client
+/// listener's (with `localhost` for a wildcard host).
+fn advertised(keys: &Keys<'_>, host: String, port: u16) -> Result<(String, u16), ConfigError> {
+    Ok(match keys.raw.get("advertised.listeners") {
+        Some(value) => {
+            let first = list(value).into_iter().next().unwrap_or_default();
+            parse_listener(&first)
+                .ok_or_else(|| keys.invalid("advertised.listeners", "expected NAME://host:port"))?
+        }
+        None if host.is_empty() || host == "0.0.0.0" => ("localhost".to_owned(), port),
+        None => (host, port),
+    })
+}
+
+/// The log directories (`log.dirs`, else `log.dir`), the time-based flush interval (none for
+/// Kafka's `Long.MAX_VALUE`), and a known `log.message.timestamp.type`.
+fn logs(keys: &Keys<'_>) -> Result<(Vec<PathBuf>, Option<u64>), ConfigError> {
+    let invalid = |key: &str, reason: &'static str| keys.invalid(key, reason);
+    let log_dirs: Vec<PathBuf> = match keys.raw.get("log.dirs") {
+        Some(value) => list(value).into_iter().map(PathBuf::from).collect(),
+        None => vec![PathBuf::from(&keys.raw["log.dir"])],
+    };
+    if log_dirs.is_empty() {
+        return Err(invalid("log.dirs", "no directory given"));
+    }
+    let log_flush_interval_ms = keys
+        .raw
+        .get("log.flush.interval.ms")
+        .map(|value| value.trim().parse::<i64>().expect("validated"))
+        .filter(|ms| *ms != i64::MAX)
+        .map(|ms| u64::try_from(ms).map_err(|_| invalid("log.flush.interval.ms", "negative")))
+        .transpose()?;
+    if !matches!(
+        keys.raw["log.message.timestamp.type"].as_str(),
+        "CreateTime" | "LogAppendTime"
+    ) {
+        return Err(invalid(
+            "log.message.timestamp.type",
+            "expected `CreateTime` or `LogAppendTime`",
+        ));
+    }
+    Ok((log_dirs, log_flush_interval_ms))
+}
+
+/// `logjam.canaries`: known names only.
+fn canaries(keys: &Keys<'_>) -> Result<Canaries, ConfigError> {
+    keys.raw[CANARIES_KEY]
+        .parse()
+        .map_err(|unknown: UnknownCanary| ConfigError::UnknownCanary {
+            line: keys.line_of(CANARIES_KEY),
+            key: CANARIES_KEY,
+            name: unknown.name,
+            known: Canary::known_names(),
+        })
 }
 
 fn list(value: &str) -> Vec<String> {

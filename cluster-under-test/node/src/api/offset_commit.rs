@@ -24,6 +24,56 @@ pub fn valid_group_id(group: &str) -> bool {
     !group.is_empty() && group.len() <= i16::MAX as usize
 }
 
+/// One partition of an OffsetCommit or a TxnOffsetCommit, as the shared checks read it.
+pub struct PartitionCommit<'a> {
+    /// `PartitionIndex`.
+    pub index: i32,
+    /// `CommittedOffset`.
+    pub offset: i64,
+    /// `CommittedLeaderEpoch`.
+    pub leader_epoch: i32,
+    /// `CommittedMetadata`.
+    pub metadata: Option<&'a str>,
+}
+
+/// The per-partition checks OffsetCommit and TxnOffsetCommit share, before the group's:
+/// `INVALID_GROUP_ID` for a group id that cannot be a key, `UNKNOWN_TOPIC_OR_PARTITION` for a
+/// topic the image does not have, [`check_metadata`]'s for metadata too long. Returns each
+/// topic's partitions' errors, in request order, and the partitions that passed.
+pub fn check_partitions<'a>(
+    group_id: &str,
+    image: &MetadataImage,
+    topics: impl IntoIterator<Item = (&'a str, Vec<PartitionCommit<'a>>)>,
+) -> (Vec<Vec<Option<ResponseError>>>, Vec<CommitPartition>) {
+    let mut errors = Vec::new();
+    let mut accepted = Vec::new();
+    for (name, partitions) in topics {
+        let known = image.topics.contains_key(name);
+        let mut topic_errors = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            let error = if !valid_group_id(group_id) {
+                Some(ResponseError::InvalidGroupId)
+            } else if !known {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else {
+                check_metadata(partition.metadata)
+            };
+            if error.is_none() {
+                accepted.push(CommitPartition {
+                    topic: name.to_owned(),
+                    partition: partition.index,
+                    offset: partition.offset,
+                    leader_epoch: partition.leader_epoch,
+                    metadata: partition.metadata.map(str::to_owned),
+                });
+            }
+            topic_errors.push(error);
+        }
+        errors.push(topic_errors);
+    }
+    (errors, accepted)
+}
+
 /// Answers one OffsetCommit request.
 pub async fn handle(
     groups: &GroupCoordinator,
@@ -31,33 +81,19 @@ pub async fn handle(
     request: &OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
-    // (topic index, partition index, error) of each answered partition.
-    let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::new();
-    let mut accepted = Vec::new();
-    for topic in &request.topics {
-        let known = image.topics.contains_key(topic.name.as_str());
-        let mut topic_errors = Vec::new();
-        for partition in &topic.partitions {
-            let error = if !valid_group_id(&request.group_id) {
-                Some(ResponseError::InvalidGroupId)
-            } else if !known {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else {
-                check_metadata(partition.committed_metadata.as_deref())
-            };
-            if error.is_none() {
-                accepted.push(CommitPartition {
-                    topic: topic.name.to_string(),
-                    partition: partition.partition_index,
-                    offset: partition.committed_offset,
-                    leader_epoch: partition.committed_leader_epoch,
-                    metadata: partition.committed_metadata.as_ref().map(|m| m.to_string()),
-                });
-            }
-            topic_errors.push(error);
-        }
-        errors.push(topic_errors);
-    }
+    let (errors, accepted) = check_partitions(
+        &request.group_id,
+        image,
+        request.topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| PartitionCommit {
+                index: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_deref(),
+            });
+            (topic.name.as_str(), partitions.collect())
+        }),
+    );
     let group_error = if accepted.is_empty() {
         None
     } else {

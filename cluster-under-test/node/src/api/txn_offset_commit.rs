@@ -19,10 +19,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use crate::api::offset_commit::valid_group_id;
-use crate::coordinator::group::offsets::check_metadata;
+use crate::api::offset_commit::{PartitionCommit, check_partitions};
 use crate::coordinator::group::view::CommitMember;
-use crate::coordinator::group::{CommitPartition, GroupCoordinator, TOPIC};
+use crate::coordinator::group::{GroupCoordinator, TOPIC};
 use crate::metadata::MetadataImage;
 use crate::replica::txn_verify::{TxnVerifier, Verification};
 
@@ -34,32 +33,19 @@ pub async fn handle(
     request: &TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
-    let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::new();
-    let mut accepted = Vec::new();
-    for topic in &request.topics {
-        let known = image.topics.contains_key(topic.name.as_str());
-        let mut topic_errors = Vec::new();
-        for partition in &topic.partitions {
-            let error = if !valid_group_id(&request.group_id) {
-                Some(ResponseError::InvalidGroupId)
-            } else if !known {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else {
-                check_metadata(partition.committed_metadata.as_deref())
-            };
-            if error.is_none() {
-                accepted.push(CommitPartition {
-                    topic: topic.name.to_string(),
-                    partition: partition.partition_index,
-                    offset: partition.committed_offset,
-                    leader_epoch: partition.committed_leader_epoch,
-                    metadata: partition.committed_metadata.as_ref().map(|m| m.to_string()),
-                });
-            }
-            topic_errors.push(error);
-        }
-        errors.push(topic_errors);
-    }
+    let (errors, accepted) = check_partitions(
+        &request.group_id,
+        image,
+        request.topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| PartitionCommit {
+                index: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_deref(),
+            });
+            (topic.name.as_str(), partitions.collect())
+        }),
+    );
     let group_error = if accepted.is_empty() {
         None
     } else {

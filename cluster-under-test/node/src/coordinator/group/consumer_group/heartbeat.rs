@@ -16,7 +16,7 @@ use super::decision::{
 };
 use super::leave::leave;
 use super::reconcile::reconcile;
-use super::record::{ConsumerGroupRecord, MemberState};
+use super::record::{ConsumerGroupRecord, CurrentAssignment, MemberState};
 use super::scratch::{Scratch, compute_target};
 use super::state::{ConsumerGroups, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Member};
 use super::timers::TimerOp;
@@ -62,6 +62,66 @@ pub fn heartbeat(
     }
     let owned = request.owned.as_ref();
     let mut cause = None;
+    // 0. Who is asking; 1. their subscription.
+    let member = member_of(&mut scratch, request, &member_id, joining, &mut cause)?;
+    let is_new = !scratch.group().members.contains_key(&member_id);
+    let updated = update_subscription(
+        &mut scratch,
+        request,
+        &member_id,
+        &member,
+        is_new,
+        topics,
+        &mut cause,
+    )?;
+    // 2. A new target assignment when the group epoch passed the assignment epoch.
+    let group = scratch.group();
+    if group.group_epoch > group.assignment_epoch {
+        compute_target(&mut scratch, config)?;
+    }
+    // 3. The member's step toward its target, and its session clock.
+    let (current, mut timers) =
+        step_toward_target(&mut scratch, request, &member_id, &updated, now_ms)?;
+    timers.push(TimerOp::Session {
+        group_id: request.group_id.clone(),
+        member_id: member_id.clone(),
+        deadline_ms: now_ms + i64::from(config.session_timeout_ms),
+    });
+    let full = joining
+        || (request.rebalance_timeout_ms != -1
+            && request.subscribed_topic_names.is_some()
+            && owned.is_some());
+    let response = HeartbeatResponse {
+        member_id,
+        member_epoch: current.member_epoch,
+        heartbeat_interval_ms: config.heartbeat_interval_ms,
+        assignment: (full || current.assigned != member.current.assigned)
+            .then(|| current.assigned.clone()),
+    };
+    Ok(Outcome {
+        response,
+        records: scratch.records,
+        timers,
+        cause,
+    })
+}
+
+/// Step 0: who is asking. A dynamic member by its id (a new one only when joining); a static
+/// member by its instance id, whose rejoin under a new member id takes over the old id's
+/// assignment (`StaticMemberReplaced`) once the old one left with the static leave epoch.
+///
+/// # Errors
+/// `UNKNOWN_MEMBER_ID`, `UNRELEASED_INSTANCE_ID`, `FENCED_INSTANCE_ID`, or the epoch check's.
+fn member_of(
+    scratch: &mut Scratch,
+    request: &HeartbeatRequest,
+    member_id: &str,
+    joining: bool,
+    cause: &mut Option<RebalanceCause>,
+) -> Result<Member, HeartbeatError> {
+    let member_id = member_id.to_owned();
+    let owned = request.owned.as_ref();
+    let group = scratch.group();
     let member = match &request.instance_id {
         None => match group.members.get(&member_id) {
             Some(member) => {
@@ -121,7 +181,7 @@ pub fn heartbeat(
                     member_id: member_id.clone(),
                     assignment: Some(new.current.clone()),
                 })?;
-                cause = Some(RebalanceCause::StaticMemberReplaced {
+                *cause = Some(RebalanceCause::StaticMemberReplaced {
                     instance_id: instance_id.clone(),
                     old_member_id: old.member_id.clone(),
                     new_member_id: member_id.clone(),
@@ -149,9 +209,25 @@ pub fn heartbeat(
             }
         },
     };
-    let is_new = !scratch.group().members.contains_key(&member_id);
+    Ok(member)
+}
 
-    // 1. The member's subscription; a change of topics bumps the group epoch.
+/// Step 1: the member's subscription and client details as the request updates them; a change
+/// of subscribed topics (or of their metadata) bumps the group epoch. Returns the updated
+/// member.
+///
+/// # Errors
+/// A record that does not replay.
+fn update_subscription(
+    scratch: &mut Scratch,
+    request: &HeartbeatRequest,
+    member_id: &str,
+    member: &Member,
+    is_new: bool,
+    topics: &TopicsImage,
+    cause: &mut Option<RebalanceCause>,
+) -> Result<Member, HeartbeatError> {
+    let member_id = member_id.to_owned();
     let mut updated = member.clone();
     let s = &mut updated.subscription;
     if request.instance_id.is_some() {
@@ -186,7 +262,7 @@ pub fn heartbeat(
         if updated.subscription.subscribed_topic_names != member.subscription.subscribed_topic_names
         {
             bump = true;
-            cause = cause.or_else(|| {
+            *cause = cause.take().or_else(|| {
                 Some(if is_new {
                     RebalanceCause::Join {
                         member_id: member_id.clone(),
@@ -204,7 +280,7 @@ pub fn heartbeat(
     }
     if scratch.refresh_metadata(topics)? {
         bump = true;
-        cause = cause.or_else(|| {
+        *cause = cause.take().or_else(|| {
             Some(RebalanceCause::MetadataChange {
                 detail: "the subscribed topics' metadata changed".to_string(),
             })
@@ -213,14 +289,25 @@ pub fn heartbeat(
     if bump {
         scratch.bump_epoch()?;
     }
+    Ok(updated)
+}
 
-    // 2. A new target assignment when the group epoch passed the assignment epoch.
-    let group = scratch.group();
-    if group.group_epoch > group.assignment_epoch {
-        compute_target(&mut scratch, config)?;
-    }
-
-    // 3. The member's step toward its target.
+/// Step 3: the member's step toward its target assignment (revoke first, then assign, as
+/// `reconcile` decides), with the rebalance clock armed while partitions are unrevoked.
+/// Returns the member's current assignment and the clock changes.
+///
+/// # Errors
+/// `FENCED_MEMBER_EPOCH` when the member's state cannot be reconciled; a record that does not
+/// replay.
+fn step_toward_target(
+    scratch: &mut Scratch,
+    request: &HeartbeatRequest,
+    member_id: &str,
+    updated: &Member,
+    now_ms: i64,
+) -> Result<(CurrentAssignment, Vec<TimerOp>), HeartbeatError> {
+    let member_id = member_id.to_owned();
+    let owned = request.owned.as_ref();
     let group = scratch.group();
     let before = group
         .members
@@ -256,28 +343,7 @@ pub fn heartbeat(
             });
         }
     }
-    timers.push(TimerOp::Session {
-        group_id: request.group_id.clone(),
-        member_id: member_id.clone(),
-        deadline_ms: now_ms + i64::from(config.session_timeout_ms),
-    });
-    let full = joining
-        || (request.rebalance_timeout_ms != -1
-            && request.subscribed_topic_names.is_some()
-            && owned.is_some());
-    let response = HeartbeatResponse {
-        member_id,
-        member_epoch: current.member_epoch,
-        heartbeat_interval_ms: config.heartbeat_interval_ms,
-        assignment: (full || current.assigned != member.current.assigned)
-            .then(|| current.assigned.clone()),
-    };
-    Ok(Outcome {
-        response,
-        records: scratch.records,
-        timers,
-        cause,
-    })
+    Ok((current, timers))
 }
 
 #[cfg(test)]
