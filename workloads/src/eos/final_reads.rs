@@ -197,21 +197,13 @@ impl FinalReader<'_> {
         let partitions = self.partitions(&self.settings.input_topic);
         let mut last_error = String::from("no attempt before the deadline");
         while tokio::time::Instant::now() < deadline {
-            let consumer = Consumer::from_properties(properties(&self.settings.consumer).chain([
-                ("group.id", group.as_str()),
-                ("enable.auto.commit", "false"),
-            ]));
-            let mut consumer = match consumer {
+            let mut consumer = match group_observer(self.settings) {
                 Ok(c) => c,
                 Err(error) => {
                     last_error = error.to_string();
                     break;
                 }
             };
-            if let Err(error) = consumer.subscribe([self.settings.input_topic.clone()]) {
-                last_error = error.to_string();
-                break;
-            }
             match consumer.committed(&partitions).await {
                 Ok(committed) => {
                     let value = GroupOffsetsValue {
@@ -237,4 +229,16 @@ impl FinalReader<'_> {
             Some(last_error),
         )
     }
+}
+
+/// A consumer of the pipeline's group, subscribed to the input but never joining (no poll),
+/// to read the group's committed offsets (OffsetFetch) without taking part: the final
+/// group-offsets read, and a zombie's wait for its takeover.
+pub(super) fn group_observer(settings: &EosSettings) -> logjam_client::Result<Consumer> {
+    let mut consumer = Consumer::from_properties(properties(&settings.consumer).chain([
+        ("group.id", settings.group.as_str()),
+        ("enable.auto.commit", "false"),
+    ]))?;
+    consumer.subscribe([settings.input_topic.clone()])?;
+    Ok(consumer)
 }

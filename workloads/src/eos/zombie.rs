@@ -49,19 +49,9 @@ impl EosClient {
         offsets: &BTreeMap<TopicPartition, Offset>,
         deadline: Instant,
     ) -> bool {
-        let observer = Consumer::from_properties(properties(&self.settings.consumer).chain([
-            ("group.id", self.settings.group.as_str()),
-            ("enable.auto.commit", "false"),
-        ]));
-        let Ok(mut observer) = observer else {
+        let Ok(mut observer) = super::final_reads::group_observer(&self.settings) else {
             return false;
         };
-        if observer
-            .subscribe([self.settings.input_topic.clone()])
-            .is_err()
-        {
-            return false;
-        }
         let partitions: Vec<TopicPartition> = offsets.keys().cloned().collect();
         loop {
             if let Ok(committed) = observer.committed(&partitions).await
